@@ -1,0 +1,398 @@
+"""The embedded knowledge base: one SQLite file in WAL mode, nothing to set up.
+
+Documents are stored as JSON next to the columns queries filter on. SQLite calls are
+blocking, so each runs in a worker thread under one lock; the connection is shared by
+those threads (``check_same_thread=False``) and never used concurrently. A write that
+spans rows runs in one ``BEGIN IMMEDIATE`` transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from knowledge_base.catalog import Catalog
+from knowledge_base.errors import ConflictError, StorageError
+from knowledge_base.records import (
+    EstimatorRecord,
+    EstimatorStatus,
+    JobRecord,
+    Plan,
+    PlanStatus,
+    ProfileRecord,
+    ProfileStatus,
+    utc_now,
+)
+from knowledge_base.store import JobQuery, KnowledgeBase, OutboxMessage, not_found
+
+__all__ = ["SQLiteKnowledgeBase"]
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS catalog (id INTEGER PRIMARY KEY CHECK (id = 1), doc TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    system TEXT NOT NULL, job_id TEXT NOT NULL, user TEXT, application TEXT, plan_id TEXT,
+    submit_ts REAL NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (system, job_id));
+CREATE INDEX IF NOT EXISTS jobs_user ON jobs (user, submit_ts);
+CREATE INDEX IF NOT EXISTS jobs_app ON jobs (application, submit_ts);
+CREATE INDEX IF NOT EXISTS jobs_submit ON jobs (submit_ts);
+CREATE TABLE IF NOT EXISTS profiles (
+    id TEXT PRIMARY KEY, family TEXT NOT NULL, status TEXT NOT NULL, doc TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS profiles_family ON profiles (family);
+CREATE TABLE IF NOT EXISTS estimators (
+    id TEXT PRIMARY KEY, target TEXT NOT NULL, status TEXT NOT NULL, created_ts REAL NOT NULL,
+    doc TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS plans (
+    id TEXT PRIMARY KEY, user TEXT NOT NULL, status TEXT NOT NULL, version INTEGER NOT NULL,
+    created_ts REAL NOT NULL, doc TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS plans_user ON plans (user, created_ts);
+CREATE TABLE IF NOT EXISTS processed_events (
+    consumer TEXT NOT NULL, event_id TEXT NOT NULL, processed_ts REAL NOT NULL,
+    PRIMARY KEY (consumer, event_id));
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, consumer TEXT NOT NULL, message_id TEXT NOT NULL,
+    topic TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, sent INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (consumer, message_id));
+CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (consumer, sent, seq);
+"""
+
+
+class SQLiteKnowledgeBase(KnowledgeBase):
+    """KnowledgeBase over one SQLite file (``:memory:`` works for throwaway use)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = sqlite3.connect(
+                self.path, check_same_thread=False, isolation_level=None, timeout=30
+            )
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot open knowledge base {self.path!r}: {exc}") from exc
+        self._lock = threading.Lock()
+
+    async def close(self) -> None:
+        await self._run(self._conn.close)
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        def locked() -> T:
+            with self._lock:
+                try:
+                    return fn()
+                except sqlite3.Error as exc:
+                    raise StorageError(f"knowledge base {self.path!r}: {exc}") from exc
+
+        return await asyncio.to_thread(locked)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def _select(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._conn.execute(sql, params).fetchall()
+
+    @staticmethod
+    def _docs(model: type[M], rows: list[tuple[Any, ...]]) -> list[M]:
+        return [model.model_validate_json(row[0]) for row in rows]
+
+    # -- catalog ----------------------------------------------------------------------
+
+    async def get_catalog(self) -> Catalog:
+        rows = await self._run(lambda: self._select("SELECT doc FROM catalog WHERE id = 1"))
+        return Catalog.model_validate_json(rows[0][0]) if rows else Catalog()
+
+    async def put_catalog(self, catalog: Catalog) -> None:
+        doc = catalog.model_dump_json()
+        await self._run(
+            lambda: self._conn.execute(
+                "INSERT INTO catalog (id, doc) VALUES (1, ?) "
+                "ON CONFLICT (id) DO UPDATE SET doc = excluded.doc",
+                (doc,),
+            )
+        )
+
+    # -- jobs -------------------------------------------------------------------------
+
+    async def add_jobs(self, jobs: Sequence[JobRecord]) -> int:
+        rows = [
+            (
+                j.system,
+                j.job_id,
+                j.user,
+                j.application,
+                j.plan_id,
+                j.submit_time.timestamp(),
+                j.model_dump_json(),
+            )
+            for j in jobs
+        ]
+
+        def write() -> int:
+            with self._transaction() as conn:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO jobs "
+                    "(system, job_id, user, application, plan_id, submit_ts, doc) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+            return len(rows)
+
+        return await self._run(write)
+
+    async def get_job(self, system: str, job_id: str) -> JobRecord:
+        rows = await self._run(
+            lambda: self._select(
+                "SELECT doc FROM jobs WHERE system = ? AND job_id = ?", (system, job_id)
+            )
+        )
+        if not rows:
+            raise not_found("job", f"{system}/{job_id}")
+        return JobRecord.model_validate_json(rows[0][0])
+
+    async def query_jobs(self, query: JobQuery) -> list[JobRecord]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        for column, value in (
+            ("system", query.system),
+            ("user", query.user),
+            ("application", query.application),
+            ("plan_id", query.plan_id),
+        ):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        if query.submitted_after is not None:
+            clauses.append("submit_ts >= ?")
+            params.append(query.submitted_after.timestamp())
+        if query.submitted_before is not None:
+            clauses.append("submit_ts < ?")
+            params.append(query.submitted_before.timestamp())
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        sql = f"SELECT doc FROM jobs {where} ORDER BY submit_ts, job_id LIMIT ?"
+        params.append(query.limit)
+        rows = await self._run(lambda: self._select(sql, params))
+        return self._docs(JobRecord, rows)
+
+    # -- profiles ---------------------------------------------------------------------
+
+    async def add_profiles(self, profiles: Sequence[ProfileRecord]) -> int:
+        rows = [(p.id, p.family, p.status.value, p.model_dump_json()) for p in profiles]
+
+        def write() -> int:
+            with self._transaction() as conn:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO profiles (id, family, status, doc) VALUES (?, ?, ?, ?)",
+                    rows,
+                )
+            return len(rows)
+
+        return await self._run(write)
+
+    async def query_profiles(
+        self, *, family: str | None = None, status: ProfileStatus | None = None
+    ) -> list[ProfileRecord]:
+        sql = (
+            "SELECT doc FROM profiles WHERE (? IS NULL OR family = ?) AND (? IS NULL OR status = ?)"
+        )
+        s = status.value if status is not None else None
+        rows = await self._run(lambda: self._select(sql + " ORDER BY id", (family, family, s, s)))
+        return self._docs(ProfileRecord, rows)
+
+    # -- estimators -------------------------------------------------------------------
+
+    async def put_estimator(self, record: EstimatorRecord) -> None:
+        doc = record.model_dump_json()
+        await self._run(
+            lambda: self._conn.execute(
+                "INSERT OR REPLACE INTO estimators (id, target, status, created_ts, doc) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (record.id, record.target, record.status.value, record.created_at.timestamp(), doc),
+            )
+        )
+
+    async def get_estimator(self, estimator_id: str) -> EstimatorRecord:
+        rows = await self._run(
+            lambda: self._select("SELECT doc FROM estimators WHERE id = ?", (estimator_id,))
+        )
+        if not rows:
+            raise not_found("estimator", estimator_id)
+        return EstimatorRecord.model_validate_json(rows[0][0])
+
+    async def list_estimators(
+        self, *, target: str | None = None, status: EstimatorStatus | None = None
+    ) -> list[EstimatorRecord]:
+        s = status.value if status is not None else None
+        rows = await self._run(
+            lambda: self._select(
+                "SELECT doc FROM estimators WHERE (? IS NULL OR target = ?) "
+                "AND (? IS NULL OR status = ?) ORDER BY created_ts DESC, id",
+                (target, target, s, s),
+            )
+        )
+        return self._docs(EstimatorRecord, rows)
+
+    async def promote_estimator(self, estimator_id: str) -> EstimatorRecord:
+        def write() -> EstimatorRecord:
+            with self._transaction() as conn:
+                rows = conn.execute(
+                    "SELECT doc FROM estimators WHERE id = ?", (estimator_id,)
+                ).fetchall()
+                if not rows:
+                    raise not_found("estimator", estimator_id)
+                chosen = EstimatorRecord.model_validate_json(rows[0][0])
+                current = conn.execute(
+                    "SELECT doc FROM estimators WHERE target = ? AND status = ? AND id != ?",
+                    (chosen.target, EstimatorStatus.PROMOTED.value, estimator_id),
+                ).fetchall()
+                for (doc,) in current:
+                    old = EstimatorRecord.model_validate_json(doc).model_copy(
+                        update={"status": EstimatorStatus.RETIRED}
+                    )
+                    conn.execute(
+                        "UPDATE estimators SET status = ?, doc = ? WHERE id = ?",
+                        (old.status.value, old.model_dump_json(), old.id),
+                    )
+                promoted = chosen.model_copy(update={"status": EstimatorStatus.PROMOTED})
+                conn.execute(
+                    "UPDATE estimators SET status = ?, doc = ? WHERE id = ?",
+                    (promoted.status.value, promoted.model_dump_json(), promoted.id),
+                )
+            return promoted
+
+        return await self._run(write)
+
+    # -- plans ------------------------------------------------------------------------
+
+    async def put_plan(self, plan: Plan) -> Plan:
+        stored = plan.model_copy(update={"version": plan.version + 1, "updated_at": utc_now()})
+
+        def write() -> Plan:
+            with self._transaction() as conn:
+                rows = conn.execute("SELECT version FROM plans WHERE id = ?", (plan.id,)).fetchall()
+                current = rows[0][0] if rows else 0
+                if current != plan.version:
+                    raise ConflictError(
+                        f"plan {plan.id!r} was updated elsewhere: stored version {current}, "
+                        f"this update was based on version {plan.version}"
+                    )
+                conn.execute(
+                    "INSERT OR REPLACE INTO plans (id, user, status, version, created_ts, doc) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        stored.id,
+                        stored.user,
+                        stored.status.value,
+                        stored.version,
+                        stored.created_at.timestamp(),
+                        stored.model_dump_json(),
+                    ),
+                )
+            return stored
+
+        return await self._run(write)
+
+    async def get_plan(self, plan_id: str) -> Plan:
+        rows = await self._run(
+            lambda: self._select("SELECT doc FROM plans WHERE id = ?", (plan_id,))
+        )
+        if not rows:
+            raise not_found("plan", plan_id)
+        return Plan.model_validate_json(rows[0][0])
+
+    async def list_plans(
+        self, *, user: str | None = None, status: PlanStatus | None = None
+    ) -> list[Plan]:
+        s = status.value if status is not None else None
+        rows = await self._run(
+            lambda: self._select(
+                "SELECT doc FROM plans WHERE (? IS NULL OR user = ?) AND (? IS NULL OR status = ?) "
+                "ORDER BY created_ts, id",
+                (user, user, s, s),
+            )
+        )
+        return self._docs(Plan, rows)
+
+    # -- processed events and outbox --------------------------------------------------
+
+    async def is_processed(self, consumer: str, event_id: str) -> bool:
+        rows = await self._run(
+            lambda: self._select(
+                "SELECT 1 FROM processed_events WHERE consumer = ? AND event_id = ?",
+                (consumer, event_id),
+            )
+        )
+        return bool(rows)
+
+    async def complete_event(
+        self, consumer: str, event_id: str, outbox: Sequence[OutboxMessage] = ()
+    ) -> bool:
+        now = utc_now().timestamp()
+
+        def write() -> bool:
+            with self._transaction() as conn:
+                inserted = conn.execute(
+                    "INSERT OR IGNORE INTO processed_events (consumer, event_id, processed_ts) "
+                    "VALUES (?, ?, ?)",
+                    (consumer, event_id, now),
+                ).rowcount
+                if not inserted:
+                    return False
+                conn.executemany(
+                    "INSERT INTO outbox (consumer, message_id, topic, key, value) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [(consumer, m.message_id, m.topic, m.key, m.value) for m in outbox],
+                )
+            return True
+
+        return await self._run(write)
+
+    async def pending_outbox(self, consumer: str, limit: int = 1000) -> list[OutboxMessage]:
+        rows = await self._run(
+            lambda: self._select(
+                "SELECT message_id, topic, key, value FROM outbox "
+                "WHERE consumer = ? AND sent = 0 ORDER BY seq LIMIT ?",
+                (consumer, limit),
+            )
+        )
+        return [OutboxMessage(message_id=r[0], topic=r[1], key=r[2], value=r[3]) for r in rows]
+
+    async def mark_outbox_sent(self, consumer: str, message_ids: Sequence[str]) -> None:
+        ids = list(message_ids)
+
+        def write() -> None:
+            with self._transaction() as conn:
+                conn.executemany(
+                    "UPDATE outbox SET sent = 1 WHERE consumer = ? AND message_id = ?",
+                    [(consumer, m) for m in ids],
+                )
+
+        await self._run(write)
+
+    async def count_processed(self, consumer: str) -> int:
+        rows = await self._run(
+            lambda: self._select(
+                "SELECT COUNT(*) FROM processed_events WHERE consumer = ?", (consumer,)
+            )
+        )
+        return int(rows[0][0])

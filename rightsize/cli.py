@@ -1,0 +1,41 @@
+"""The ``rightsize`` command line."""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+from rightsize import __version__
+from rightsize.commands import catalog
+
+app = typer.Typer(
+    name="rightsize",
+    help="Right-sized, policy-compliant, queue-aware batch jobs for shared HPC centers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(catalog.app, name="catalog")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"rightsize {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress to stderr."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def main() -> None:
+    app()
