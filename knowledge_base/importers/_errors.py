@@ -16,7 +16,7 @@ def invalid(exc: ValidationError, source: str, prefix: str = "") -> InvalidInput
     first = exc.errors()[0]
     location = ".".join(str(part) for part in first["loc"])
     field = ".".join(part for part in (prefix, location) if part) or None
-    message = first["msg"]
+    message = first["msg"].removeprefix("Value error, ")
     if first.get("type") == "extra_forbidden":
         message = "unknown field"
     extra = len(exc.errors()) - 1

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import typer
 from rich.table import Table
 
-from knowledge_base.catalog import Catalog, System
+from knowledge_base.catalog import Catalog, ChargeBasis, Partition, System
 from knowledge_base.errors import InvalidInputError, RightsizeError
 from knowledge_base.importers._errors import load_json
 from knowledge_base.importers.hardware import read_hardware
@@ -47,6 +47,15 @@ def _with_kb(action: Callable[[KnowledgeBase], Awaitable[T]], as_json: bool = Fa
 
 def _hours(minutes: int) -> str:
     return f"{minutes / 60:g} h"
+
+
+def _charge_label(partition: Partition) -> str:
+    charge = partition.charge
+    if charge is None:
+        return "unpublished"
+    if charge.basis is ChargeBasis.NODE_HOUR:
+        return f"{charge.rate:g} {charge.unit}/node-h"
+    return "core-h + GPU-h" if charge.gpu_hour_rate else "core-h"
 
 
 def _gpu_label(system: System, partition_name: str) -> str:
@@ -132,9 +141,7 @@ def show_system(
         ):
             parts.add_column(column)
         for p in found.partitions:
-            charge = (
-                f"{p.charge.rate:g} {p.charge.unit}/{p.charge.basis.value}" if p.charge else "?"
-            )
+            charge = _charge_label(p)
             parts.add_row(
                 p.name,
                 p.node_type or "?",

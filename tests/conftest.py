@@ -1,0 +1,91 @@
+"""Fixtures shared by the whole suite: the shared data folder, knowledge bases, SLURM."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from knowledge_base.sqlite import SQLiteKnowledgeBase
+from knowledge_base.store import KnowledgeBase
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def missing_service(reason: str) -> None:
+    """In CI a missing service is a failure, never a silent skip."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: required)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not (SHARED_DATA / "centers" / "queue_limits.json").exists():
+        missing_service(f"shared data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture(params=["sqlite", "mongo"])
+async def kb(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[KnowledgeBase]:
+    """Every knowledge-base backend: SQLite always, MongoDB when RIGHTSIZE_MONGO_URL is set."""
+    if request.param == "sqlite":
+        store: KnowledgeBase = SQLiteKnowledgeBase(tmp_path / "kb.db")
+    else:
+        url = os.environ.get("RIGHTSIZE_MONGO_URL")
+        if not url:
+            pytest.skip("RIGHTSIZE_MONGO_URL is not set (no MongoDB can be installed here)")
+        from knowledge_base.mongo import MongoKnowledgeBase
+
+        database = f"rightsize_test_{os.getpid()}_{abs(hash(request.node.nodeid)) % 10**8}"
+        store = MongoKnowledgeBase(url, database=database)
+    try:
+        yield store
+    finally:
+        if request.param == "mongo":
+            await store._client.drop_database(store._db.name)  # type: ignore[attr-defined]
+        await store.close()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> dict[str, str]:
+    """Environment for a running local SLURM; starts scripts/slurm/start.sh when root."""
+    env = dict(os.environ)
+    if shutil.which("sinfo") and _sinfo_ok(env):
+        return env
+    if os.geteuid() == 0:
+        started = subprocess.run(
+            ["bash", str(REPO / "scripts" / "slurm" / "start.sh")],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        last = started.stdout.strip().splitlines()[-1:] or [""]
+        if started.returncode == 0 and last[0].startswith("export SLURM_CONF="):
+            env["SLURM_CONF"] = last[0].removeprefix("export SLURM_CONF=")
+            os.environ["SLURM_CONF"] = env["SLURM_CONF"]
+            if _sinfo_ok(env):
+                return env
+        missing_service(f"could not start SLURM: {started.stderr[-2000:]}")
+    missing_service("no SLURM cluster answers and not root to start one")
+    raise AssertionError("unreachable")
+
+
+def _sinfo_ok(env: dict[str, str]) -> bool:
+    try:
+        return (
+            subprocess.run(
+                ["sinfo", "-h"], capture_output=True, timeout=10, env=env, check=False
+            ).returncode
+            == 0
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False

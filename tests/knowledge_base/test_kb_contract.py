@@ -1,0 +1,209 @@
+"""The KnowledgeBase contract, run against every backend (see the ``kb`` fixture)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from knowledge_base.catalog import Catalog, Partition, System
+from knowledge_base.errors import ConflictError, NotFoundError
+from knowledge_base.records import (
+    EstimatorRecord,
+    EstimatorStatus,
+    JobRecord,
+    JobState,
+    Plan,
+    PlanStatus,
+    ProfileRecord,
+    ProfileStatus,
+)
+from knowledge_base.seed import load_seed_catalog
+from knowledge_base.store import JobQuery, KnowledgeBase, OutboxMessage
+from knowledge_base.workload import GenericJob, WorkloadSpec
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _job(job_id: str, user: str = "alice", minutes: int = 0, app: str = "lammps") -> JobRecord:
+    return JobRecord(
+        job_id=job_id,
+        system="pitzer",
+        user=user,
+        application=app,
+        state=JobState.COMPLETED,
+        submit_time=T0 + timedelta(minutes=minutes),
+        run_s=600,
+        requested_walltime_s=3600,
+    )
+
+
+def _plan(plan_id: str, user: str = "alice") -> Plan:
+    spec = WorkloadSpec(name="sim", user=user, workload=GenericJob(application="lammps"))
+    return Plan(id=plan_id, user=user, spec=spec)
+
+
+async def test_empty_knowledge_base_has_an_empty_catalog(kb: KnowledgeBase) -> None:
+    assert (await kb.get_catalog()).systems == []
+
+
+async def test_catalog_round_trips_whole(kb: KnowledgeBase) -> None:
+    seed = load_seed_catalog()
+    await kb.put_catalog(seed)
+    assert await kb.get_catalog() == seed
+    partition = await kb.get_partition("pitzer", "gpuserial-48core")
+    assert partition.gpus_per_node == 2
+
+
+async def test_put_system_adds_or_replaces_only_that_system(kb: KnowledgeBase) -> None:
+    await kb.put_catalog(load_seed_catalog())
+    local = System(
+        name="local",
+        center="lab",
+        partitions=[
+            Partition(
+                name="debug", max_nodes=1, max_cores_per_node=2, max_memory_mb=4096, max_minutes=10
+            )
+        ],
+    )
+    await kb.put_system(local)
+    await kb.put_system(local.model_copy(update={"center": "lab2"}))
+    catalog = await kb.get_catalog()
+    assert len(catalog.systems) == 7
+    assert catalog.system("local").center == "lab2"
+    assert len(catalog.system("pitzer").partitions) == 68
+
+
+async def test_unknown_system_and_partition_raise_not_found_naming_them(kb: KnowledgeBase) -> None:
+    await kb.put_catalog(load_seed_catalog())
+    with pytest.raises(NotFoundError, match="'nosuch'"):
+        await kb.get_system("nosuch")
+    with pytest.raises(NotFoundError, match="'nopart'"):
+        await kb.get_partition("pitzer", "nopart")
+
+
+async def test_jobs_are_keyed_by_system_and_id_and_query_in_submit_order(
+    kb: KnowledgeBase,
+) -> None:
+    await kb.add_jobs([_job("3", minutes=30), _job("1", minutes=10), _job("2", "bob", 20)])
+    await kb.add_jobs([_job("1", minutes=10).model_copy(update={"run_s": 700})])  # replace
+    everyone = await kb.query_jobs(JobQuery())
+    assert [j.job_id for j in everyone] == ["1", "2", "3"]
+    assert (await kb.get_job("pitzer", "1")).run_s == 700
+    alice = await kb.query_jobs(JobQuery(user="alice"))
+    assert [j.job_id for j in alice] == ["1", "3"]
+    window = await kb.query_jobs(
+        JobQuery(
+            submitted_after=T0 + timedelta(minutes=15), submitted_before=T0 + timedelta(minutes=30)
+        )
+    )
+    assert [j.job_id for j in window] == ["2"]
+    assert len(await kb.query_jobs(JobQuery(limit=2))) == 2
+    with pytest.raises(NotFoundError):
+        await kb.get_job("pitzer", "99")
+
+
+async def test_profiles_filter_by_family_and_status(kb: KnowledgeBase) -> None:
+    await kb.add_profiles(
+        [
+            ProfileRecord(id="a", family="resnet", model="resnet18", iteration_s=0.1),
+            ProfileRecord(
+                id="b",
+                family="resnet",
+                model="resnet50",
+                status=ProfileStatus.OUT_OF_MEMORY,
+                error="OOM",
+            ),
+            ProfileRecord(id="c", family="vgg", model="vgg11", iteration_s=0.2),
+        ]
+    )
+    assert [p.id for p in await kb.query_profiles(family="resnet")] == ["a", "b"]
+    ok = await kb.query_profiles(status=ProfileStatus.OK)
+    assert [p.id for p in ok] == ["a", "c"]
+
+
+async def test_promoting_an_estimator_retires_the_previous_one(kb: KnowledgeBase) -> None:
+    old = EstimatorRecord(
+        id="xgb-1", kind="xgboost", target="runtime_s", created_at=T0, validation={"mape": 0.12}
+    )
+    new = EstimatorRecord(
+        id="xgb-2",
+        kind="xgboost",
+        target="runtime_s",
+        created_at=T0 + timedelta(days=1),
+        validation={"mape": 0.08},
+    )
+    other = EstimatorRecord(id="mem-1", kind="xgboost", target="memory_mb", created_at=T0)
+    for record in (old, new, other):
+        await kb.put_estimator(record)
+    await kb.promote_estimator("mem-1")
+    await kb.promote_estimator("xgb-1")
+    await kb.promote_estimator("xgb-2")
+    assert (await kb.get_estimator("xgb-1")).status is EstimatorStatus.RETIRED
+    assert (await kb.promoted_estimator("runtime_s")) == new.model_copy(
+        update={"status": EstimatorStatus.PROMOTED}
+    )
+    assert (await kb.promoted_estimator("memory_mb")) is not None  # other target untouched
+    assert [e.id for e in await kb.list_estimators(target="runtime_s")] == ["xgb-2", "xgb-1"]
+    with pytest.raises(NotFoundError):
+        await kb.promote_estimator("nosuch")
+
+
+async def test_plan_updates_are_compare_and_set_on_version(kb: KnowledgeBase) -> None:
+    stored = await kb.put_plan(_plan("p1"))
+    assert stored.version == 1
+    approved = await kb.put_plan(stored.model_copy(update={"status": PlanStatus.APPROVED}))
+    assert approved.version == 2
+    with pytest.raises(ConflictError, match="p1"):
+        await kb.put_plan(stored.model_copy(update={"status": PlanStatus.CANCELLED}))
+    with pytest.raises(ConflictError):
+        await kb.put_plan(_plan("p1"))  # a second "new" plan with the same id
+    assert (await kb.get_plan("p1")).status is PlanStatus.APPROVED
+
+
+async def test_plans_list_by_user_and_status(kb: KnowledgeBase) -> None:
+    await kb.put_plan(_plan("a1", "alice"))
+    await kb.put_plan(_plan("b1", "bob"))
+    assert [p.id for p in await kb.list_plans(user="alice")] == ["a1"]
+    assert [p.id for p in await kb.list_plans(status=PlanStatus.DRAFT)] == ["a1", "b1"]
+    with pytest.raises(NotFoundError):
+        await kb.get_plan("zz")
+
+
+async def test_completing_an_event_twice_writes_nothing_the_second_time(
+    kb: KnowledgeBase,
+) -> None:
+    out = [OutboxMessage(message_id=f"m{i}", topic="t", key="k", value="{}") for i in range(3)]
+    assert not await kb.is_processed("agent", "e1")
+    assert await kb.complete_event("agent", "e1", out)
+    assert not await kb.complete_event("agent", "e1", out)
+    assert await kb.is_processed("agent", "e1")
+    assert not await kb.is_processed("other-agent", "e1")  # dedupe is per consumer
+    assert [m.message_id for m in await kb.pending_outbox("agent")] == ["m0", "m1", "m2"]
+    assert await kb.count_processed("agent") == 1
+
+
+async def test_outbox_keeps_order_and_forgets_sent_messages(kb: KnowledgeBase) -> None:
+    for i in range(5):
+        message = OutboxMessage(message_id=f"m{i}", topic="t", key=str(i), value=str(i))
+        await kb.complete_event("agent", f"e{i}", [message])
+    await kb.complete_event("agent", "e-none")  # no outbox at all
+    assert [m.message_id for m in await kb.pending_outbox("agent", limit=2)] == ["m0", "m1"]
+    await kb.mark_outbox_sent("agent", ["m0", "m2"])
+    assert [m.message_id for m in await kb.pending_outbox("agent")] == ["m1", "m3", "m4"]
+    assert await kb.count_processed("agent") == 6
+
+
+async def test_concurrent_completions_of_one_event_let_exactly_one_win(kb: KnowledgeBase) -> None:
+    results = await asyncio.gather(*(kb.complete_event("agent", "same") for _ in range(20)))
+    assert sum(results) == 1
+
+
+async def test_catalog_replacement_is_all_or_nothing(kb: KnowledgeBase) -> None:
+    seed = load_seed_catalog()
+    await kb.put_catalog(seed)
+    with pytest.raises(ValueError, match="duplicate system"):
+        # The invalid catalog never reaches the store: models validate before writing.
+        await kb.put_catalog(Catalog(systems=[*seed.systems, seed.systems[0]]))
+    assert await kb.get_catalog() == seed
