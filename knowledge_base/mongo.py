@@ -11,7 +11,8 @@ the next promotion repairs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne
@@ -42,16 +43,27 @@ def _doc(model: Any) -> dict[str, Any]:
 class MongoKnowledgeBase(KnowledgeBase):
     """KnowledgeBase over one MongoDB database."""
 
-    def __init__(self, url: str, database: str = "rightsize") -> None:
+    def __init__(
+        self, url: str, database: str = "rightsize", server_timeout_ms: int = 5000
+    ) -> None:
         self.url = url
         self._client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-            url, tz_aware=True, serverSelectionTimeoutMS=5000
+            url, tz_aware=True, serverSelectionTimeoutMS=server_timeout_ms
         )
         self._db = self._client[database]
         self._indexed = False
 
     async def close(self) -> None:
         await self._client.close()
+
+    @asynccontextmanager
+    async def _errors(self) -> AsyncIterator[None]:
+        """Every driver failure surfaces as one transient StorageError naming the server."""
+        await self._ready()
+        try:
+            yield
+        except PyMongoError as exc:
+            raise StorageError(f"MongoDB at {self.url!r}: {exc}") from exc
 
     async def _ready(self) -> None:
         if self._indexed:
@@ -70,151 +82,146 @@ class MongoKnowledgeBase(KnowledgeBase):
     # -- catalog ----------------------------------------------------------------------
 
     async def get_catalog(self) -> Catalog:
-        await self._ready()
-        try:
+        async with self._errors():
             found = await self._db.catalog.find_one({"_id": "catalog"})
-        except PyMongoError as exc:
-            raise StorageError(f"MongoDB: {exc}") from exc
-        return Catalog.model_validate(found["doc"]) if found else Catalog()
+            return Catalog.model_validate(found["doc"]) if found else Catalog()
 
     async def put_catalog(self, catalog: Catalog) -> None:
-        await self._ready()
-        try:
+        async with self._errors():
             await self._db.catalog.replace_one(
                 {"_id": "catalog"}, {"_id": "catalog", "doc": _doc(catalog)}, upsert=True
             )
-        except PyMongoError as exc:
-            raise StorageError(f"MongoDB: {exc}") from exc
 
     # -- jobs -------------------------------------------------------------------------
 
     async def add_jobs(self, jobs: Sequence[JobRecord]) -> int:
-        await self._ready()
-        if not jobs:
-            return 0
-        # Keyed upserts: a retried batch converges to the same state.
-        ops = [
-            ReplaceOne(
-                {"_id": f"{j.system}/{j.job_id}"},
-                {
-                    "_id": f"{j.system}/{j.job_id}",
-                    "system": j.system,
-                    "user": j.user,
-                    "application": j.application,
-                    "plan_id": j.plan_id,
-                    "submit_ts": j.submit_time.timestamp(),
-                    "doc": _doc(j),
-                },
-                upsert=True,
-            )
-            for j in jobs
-        ]
-        try:
+        async with self._errors():
+            if not jobs:
+                return 0
+            # Keyed upserts: a retried batch converges to the same state.
+            ops = [
+                ReplaceOne(
+                    {"_id": f"{j.system}/{j.job_id}"},
+                    {
+                        "_id": f"{j.system}/{j.job_id}",
+                        "system": j.system,
+                        "user": j.user,
+                        "application": j.application,
+                        "plan_id": j.plan_id,
+                        "submit_ts": j.submit_time.timestamp(),
+                        "doc": _doc(j),
+                    },
+                    upsert=True,
+                )
+                for j in jobs
+            ]
             await self._db.jobs.bulk_write(ops, ordered=True)
-        except PyMongoError as exc:
-            raise StorageError(f"MongoDB: {exc}") from exc
-        return len(ops)
+            return len(ops)
 
     async def get_job(self, system: str, job_id: str) -> JobRecord:
-        await self._ready()
-        found = await self._db.jobs.find_one({"_id": f"{system}/{job_id}"})
-        if found is None:
-            raise not_found("job", f"{system}/{job_id}")
-        return JobRecord.model_validate(found["doc"])
+        async with self._errors():
+            found = await self._db.jobs.find_one({"_id": f"{system}/{job_id}"})
+            if found is None:
+                raise not_found("job", f"{system}/{job_id}")
+            return JobRecord.model_validate(found["doc"])
 
     async def query_jobs(self, query: JobQuery) -> list[JobRecord]:
-        await self._ready()
-        flt: dict[str, Any] = {
-            key: value
-            for key, value in (
-                ("system", query.system),
-                ("user", query.user),
-                ("application", query.application),
-                ("plan_id", query.plan_id),
+        async with self._errors():
+            flt: dict[str, Any] = {
+                key: value
+                for key, value in (
+                    ("system", query.system),
+                    ("user", query.user),
+                    ("application", query.application),
+                    ("plan_id", query.plan_id),
+                )
+                if value is not None
+            }
+            window: dict[str, float] = {}
+            if query.submitted_after is not None:
+                window["$gte"] = query.submitted_after.timestamp()
+            if query.submitted_before is not None:
+                window["$lt"] = query.submitted_before.timestamp()
+            if window:
+                flt["submit_ts"] = window
+            cursor = (
+                self._db.jobs.find(flt)
+                .sort([("submit_ts", ASCENDING), ("_id", ASCENDING)])
+                .limit(query.limit)
             )
-            if value is not None
-        }
-        window: dict[str, float] = {}
-        if query.submitted_after is not None:
-            window["$gte"] = query.submitted_after.timestamp()
-        if query.submitted_before is not None:
-            window["$lt"] = query.submitted_before.timestamp()
-        if window:
-            flt["submit_ts"] = window
-        cursor = (
-            self._db.jobs.find(flt)
-            .sort([("submit_ts", ASCENDING), ("_id", ASCENDING)])
-            .limit(query.limit)
-        )
-        return [JobRecord.model_validate(d["doc"]) async for d in cursor]
+            return [JobRecord.model_validate(d["doc"]) async for d in cursor]
 
     # -- profiles ---------------------------------------------------------------------
 
     async def add_profiles(self, profiles: Sequence[ProfileRecord]) -> int:
-        await self._ready()
-        if not profiles:
-            return 0
-        ops = [
-            ReplaceOne(
-                {"_id": p.id},
-                {"_id": p.id, "family": p.family, "status": p.status.value, "doc": _doc(p)},
-                upsert=True,
-            )
-            for p in profiles
-        ]
-        await self._db.profiles.bulk_write(ops, ordered=True)
-        return len(ops)
+        async with self._errors():
+            if not profiles:
+                return 0
+            ops = [
+                ReplaceOne(
+                    {"_id": p.id},
+                    {"_id": p.id, "family": p.family, "status": p.status.value, "doc": _doc(p)},
+                    upsert=True,
+                )
+                for p in profiles
+            ]
+            await self._db.profiles.bulk_write(ops, ordered=True)
+            return len(ops)
 
     async def query_profiles(
         self, *, family: str | None = None, status: ProfileStatus | None = None
     ) -> list[ProfileRecord]:
-        await self._ready()
-        flt: dict[str, Any] = {}
-        if family is not None:
-            flt["family"] = family
-        if status is not None:
-            flt["status"] = status.value
-        cursor = self._db.profiles.find(flt).sort("_id", ASCENDING)
-        return [ProfileRecord.model_validate(d["doc"]) async for d in cursor]
+        async with self._errors():
+            flt: dict[str, Any] = {}
+            if family is not None:
+                flt["family"] = family
+            if status is not None:
+                flt["status"] = status.value
+            cursor = self._db.profiles.find(flt).sort("_id", ASCENDING)
+            return [ProfileRecord.model_validate(d["doc"]) async for d in cursor]
 
     # -- estimators -------------------------------------------------------------------
 
     async def put_estimator(self, record: EstimatorRecord) -> None:
-        await self._ready()
-        await self._db.estimators.replace_one(
-            {"_id": record.id},
-            {
-                "_id": record.id,
-                "target": record.target,
-                "status": record.status.value,
-                "created_ts": record.created_at.timestamp(),
-                "doc": _doc(record),
-            },
-            upsert=True,
-        )
+        async with self._errors():
+            await self._db.estimators.replace_one(
+                {"_id": record.id},
+                {
+                    "_id": record.id,
+                    "target": record.target,
+                    "status": record.status.value,
+                    "created_ts": record.created_at.timestamp(),
+                    "doc": _doc(record),
+                },
+                upsert=True,
+            )
 
     async def get_estimator(self, estimator_id: str) -> EstimatorRecord:
-        await self._ready()
-        found = await self._db.estimators.find_one({"_id": estimator_id})
-        if found is None:
-            raise not_found("estimator", estimator_id)
-        return EstimatorRecord.model_validate(found["doc"])
+        async with self._errors():
+            found = await self._db.estimators.find_one({"_id": estimator_id})
+            if found is None:
+                raise not_found("estimator", estimator_id)
+            return EstimatorRecord.model_validate(found["doc"])
 
     async def list_estimators(
         self, *, target: str | None = None, status: EstimatorStatus | None = None
     ) -> list[EstimatorRecord]:
-        await self._ready()
-        flt: dict[str, Any] = {}
-        if target is not None:
-            flt["target"] = target
-        if status is not None:
-            flt["status"] = status.value
-        cursor = self._db.estimators.find(flt).sort(
-            [("created_ts", DESCENDING), ("_id", ASCENDING)]
-        )
-        return [EstimatorRecord.model_validate(d["doc"]) async for d in cursor]
+        async with self._errors():
+            flt: dict[str, Any] = {}
+            if target is not None:
+                flt["target"] = target
+            if status is not None:
+                flt["status"] = status.value
+            cursor = self._db.estimators.find(flt).sort(
+                [("created_ts", DESCENDING), ("_id", ASCENDING)]
+            )
+            return [EstimatorRecord.model_validate(d["doc"]) async for d in cursor]
 
     async def promote_estimator(self, estimator_id: str) -> EstimatorRecord:
+        async with self._errors():
+            return await self._promote(estimator_id)
+
+    async def _promote(self, estimator_id: str) -> EstimatorRecord:
         chosen = await self.get_estimator(estimator_id)
         promoted = chosen.model_copy(update={"status": EstimatorStatus.PROMOTED})
         await self.put_estimator(promoted)
@@ -233,115 +240,115 @@ class MongoKnowledgeBase(KnowledgeBase):
     # -- plans ------------------------------------------------------------------------
 
     async def put_plan(self, plan: Plan) -> Plan:
-        await self._ready()
-        stored = plan.model_copy(update={"version": plan.version + 1, "updated_at": utc_now()})
-        document = {
-            "_id": stored.id,
-            "user": stored.user,
-            "status": stored.status.value,
-            "version": stored.version,
-            "created_ts": stored.created_at.timestamp(),
-            "doc": _doc(stored),
-        }
-        try:
-            if plan.version == 0:
-                await self._db.plans.insert_one(document)
-                return stored
-            result = await self._db.plans.replace_one(
-                {"_id": plan.id, "version": plan.version}, document
-            )
-        except DuplicateKeyError as exc:
-            raise ConflictError(f"plan {plan.id!r} already exists (stored version > 0)") from exc
-        if result.matched_count != 1:
-            raise ConflictError(
-                f"plan {plan.id!r} was updated elsewhere: "
-                f"this update was based on version {plan.version}"
-            )
-        return stored
+        async with self._errors():
+            stored = plan.model_copy(update={"version": plan.version + 1, "updated_at": utc_now()})
+            document = {
+                "_id": stored.id,
+                "user": stored.user,
+                "status": stored.status.value,
+                "version": stored.version,
+                "created_ts": stored.created_at.timestamp(),
+                "doc": _doc(stored),
+            }
+            try:
+                if plan.version == 0:
+                    await self._db.plans.insert_one(document)
+                    return stored
+                result = await self._db.plans.replace_one(
+                    {"_id": plan.id, "version": plan.version}, document
+                )
+            except DuplicateKeyError as exc:
+                raise ConflictError(
+                    f"plan {plan.id!r} already exists (stored version > 0)"
+                ) from exc
+            if result.matched_count != 1:
+                raise ConflictError(
+                    f"plan {plan.id!r} was updated elsewhere: "
+                    f"this update was based on version {plan.version}"
+                )
+            return stored
 
     async def get_plan(self, plan_id: str) -> Plan:
-        await self._ready()
-        found = await self._db.plans.find_one({"_id": plan_id})
-        if found is None:
-            raise not_found("plan", plan_id)
-        return Plan.model_validate(found["doc"])
+        async with self._errors():
+            found = await self._db.plans.find_one({"_id": plan_id})
+            if found is None:
+                raise not_found("plan", plan_id)
+            return Plan.model_validate(found["doc"])
 
     async def list_plans(
         self, *, user: str | None = None, status: PlanStatus | None = None
     ) -> list[Plan]:
-        await self._ready()
-        flt: dict[str, Any] = {}
-        if user is not None:
-            flt["user"] = user
-        if status is not None:
-            flt["status"] = status.value
-        cursor = self._db.plans.find(flt).sort([("created_ts", ASCENDING), ("_id", ASCENDING)])
-        return [Plan.model_validate(d["doc"]) async for d in cursor]
+        async with self._errors():
+            flt: dict[str, Any] = {}
+            if user is not None:
+                flt["user"] = user
+            if status is not None:
+                flt["status"] = status.value
+            cursor = self._db.plans.find(flt).sort([("created_ts", ASCENDING), ("_id", ASCENDING)])
+            return [Plan.model_validate(d["doc"]) async for d in cursor]
 
     # -- processed events and outbox --------------------------------------------------
 
     async def is_processed(self, consumer: str, event_id: str) -> bool:
-        await self._ready()
-        return await self._db.events.find_one({"_id": f"{consumer}/{event_id}"}) is not None
+        async with self._errors():
+            return await self._db.events.find_one({"_id": f"{consumer}/{event_id}"}) is not None
 
     async def complete_event(
         self, consumer: str, event_id: str, outbox: Sequence[OutboxMessage] = ()
     ) -> bool:
-        await self._ready()
-        messages = [{**m.model_dump(), "sent": False} for m in outbox]
-        try:
-            await self._db.events.insert_one(
-                {
-                    "_id": f"{consumer}/{event_id}",
-                    "consumer": consumer,
-                    "processed_ts": utc_now().timestamp(),
-                    "pending": bool(messages),
-                    "outbox": messages,
-                }
-            )
-        except DuplicateKeyError:
-            return False
-        except PyMongoError as exc:
-            raise StorageError(f"MongoDB: {exc}") from exc
-        return True
+        async with self._errors():
+            messages = [{**m.model_dump(), "sent": False} for m in outbox]
+            try:
+                await self._db.events.insert_one(
+                    {
+                        "_id": f"{consumer}/{event_id}",
+                        "consumer": consumer,
+                        "processed_ts": utc_now().timestamp(),
+                        "pending": bool(messages),
+                        "outbox": messages,
+                    }
+                )
+            except DuplicateKeyError:
+                return False
+            return True
 
     async def pending_outbox(self, consumer: str, limit: int = 1000) -> list[OutboxMessage]:
-        await self._ready()
-        cursor = self._db.events.find({"consumer": consumer, "pending": True}).sort(
-            "processed_ts", ASCENDING
-        )
-        found: list[OutboxMessage] = []
-        async for doc in cursor:
-            for message in doc["outbox"]:
-                if not message["sent"]:
-                    found.append(
-                        OutboxMessage.model_validate(
-                            {k: v for k, v in message.items() if k != "sent"}
+        async with self._errors():
+            cursor = self._db.events.find({"consumer": consumer, "pending": True}).sort(
+                "processed_ts", ASCENDING
+            )
+            found: list[OutboxMessage] = []
+            async for doc in cursor:
+                for message in doc["outbox"]:
+                    if not message["sent"]:
+                        found.append(
+                            OutboxMessage.model_validate(
+                                {k: v for k, v in message.items() if k != "sent"}
+                            )
                         )
-                    )
-                if len(found) >= limit:
-                    return found
-        return found
+                    if len(found) >= limit:
+                        return found
+            return found
 
     async def mark_outbox_sent(self, consumer: str, message_ids: Sequence[str]) -> None:
-        await self._ready()
-        ids = list(message_ids)
-        if not ids:
-            return
-        await self._db.events.update_many(
-            {"consumer": consumer, "outbox.message_id": {"$in": ids}},
-            {"$set": {"outbox.$[m].sent": True}},
-            array_filters=[{"m.message_id": {"$in": ids}}],
-        )
-        await self._db.events.update_many(
-            {
-                "consumer": consumer,
-                "pending": True,
-                "outbox": {"$not": {"$elemMatch": {"sent": False}}},
-            },
-            {"$set": {"pending": False}},
-        )
+        async with self._errors():
+            ids = list(message_ids)
+            if not ids:
+                return
+            await self._db.events.update_many(
+                {"consumer": consumer, "outbox.message_id": {"$in": ids}},
+                {"$set": {"outbox.$[m].sent": True}},
+                array_filters=[{"m.message_id": {"$in": ids}}],
+            )
+            await self._db.events.update_many(
+                {
+                    "consumer": consumer,
+                    "pending": True,
+                    "outbox": {"$not": {"$elemMatch": {"sent": False}}},
+                },
+                {"$set": {"pending": False}},
+            )
 
     async def count_processed(self, consumer: str) -> int:
-        await self._ready()
-        return await self._db.events.count_documents({"consumer": consumer})
+        async with self._errors():
+            return await self._db.events.count_documents({"consumer": consumer})

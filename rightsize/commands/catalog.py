@@ -333,27 +333,42 @@ def export(
     file: Path = typer.Argument(..., help="Where to write (a directory for --format tapis)"),
     fmt: ExportFormat = typer.Option(ExportFormat.CATALOG, "--format"),
     system: list[str] | None = typer.Option(None, "--system", help="Only these systems"),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """Write the catalog: native JSON, queue-limit documents, or Tapis system files."""
-    catalog: Catalog = _with_kb(lambda kb: kb.get_catalog())
+    catalog: Catalog = _with_kb(lambda kb: kb.get_catalog(), as_json)
     try:
         if system:
             catalog = Catalog(systems=[catalog.system(name) for name in system])
     except RightsizeError as error:
-        fail(error)
+        fail(error, as_json)
     if fmt is ExportFormat.TAPIS:
         file.mkdir(parents=True, exist_ok=True)
-        for s in catalog.systems:
-            _write(file / f"{s.name}.json", export_tapis_system(s))
-        console.print(f"wrote {len(catalog.systems)} Tapis system files to {file}")
-        return
-    data: Any = (
-        catalog.model_dump(mode="json")
-        if fmt is ExportFormat.CATALOG
-        else export_queue_limits(catalog)
+        written = [file / f"{s.name}.json" for s in catalog.systems]
+        for path, s in zip(written, catalog.systems, strict=True):
+            _write(path, export_tapis_system(s))
+    else:
+        data: Any = (
+            catalog.model_dump(mode="json")
+            if fmt is ExportFormat.CATALOG
+            else export_queue_limits(catalog)
+        )
+        written = [file]
+        _write(file, data)
+    body = {
+        "format": fmt.value,
+        "files": [str(p) for p in written],
+        "systems": len(catalog.systems),
+        "partitions": sum(len(s.partitions) for s in catalog.systems),
+    }
+    emit(
+        body,
+        as_json,
+        lambda: console.print(
+            f"wrote {fmt.value} ({body['systems']} systems, {body['partitions']} partitions) "
+            f"to {', '.join(body['files'])}"
+        ),
     )
-    _write(file, data)
-    console.print(f"wrote {fmt.value} to {file}")
 
 
 def _write(path: Path, data: Any) -> None:
