@@ -355,18 +355,20 @@ def export(
         )
         written = [file]
         _write(file, data)
+    files = [str(p) for p in written]
+    partitions = sum(len(s.partitions) for s in catalog.systems)
     body = {
         "format": fmt.value,
-        "files": [str(p) for p in written],
+        "files": files,
         "systems": len(catalog.systems),
-        "partitions": sum(len(s.partitions) for s in catalog.systems),
+        "partitions": partitions,
     }
     emit(
         body,
         as_json,
         lambda: console.print(
-            f"wrote {fmt.value} ({body['systems']} systems, {body['partitions']} partitions) "
-            f"to {', '.join(body['files'])}"
+            f"wrote {fmt.value} ({len(catalog.systems)} systems, {partitions} partitions) "
+            f"to {', '.join(files)}"
         ),
     )
 
