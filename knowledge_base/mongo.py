@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne
@@ -75,6 +76,7 @@ class MongoKnowledgeBase(KnowledgeBase):
             await self._db.plans.create_index([("user", ASCENDING), ("created_ts", ASCENDING)])
             await self._db.estimators.create_index([("target", ASCENDING), ("status", ASCENDING)])
             await self._db.events.create_index([("consumer", ASCENDING), ("pending", ASCENDING)])
+            await self._db.events.create_index([("processed_ts", ASCENDING)])
         except PyMongoError as exc:
             raise StorageError(f"MongoDB at {self.url!r}: {exc}") from exc
         self._indexed = True
@@ -352,3 +354,10 @@ class MongoKnowledgeBase(KnowledgeBase):
     async def count_processed(self, consumer: str) -> int:
         async with self._errors():
             return await self._db.events.count_documents({"consumer": consumer})
+
+    async def prune_processed(self, before: datetime) -> int:
+        async with self._errors():
+            result = await self._db.events.delete_many(
+                {"processed_ts": {"$lt": before.timestamp()}, "pending": False}
+            )
+            return int(result.deleted_count)

@@ -13,6 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,9 +61,12 @@ CREATE TABLE IF NOT EXISTS processed_events (
     PRIMARY KEY (consumer, event_id));
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, consumer TEXT NOT NULL, message_id TEXT NOT NULL,
-    topic TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, sent INTEGER NOT NULL DEFAULT 0,
+    event_id TEXT NOT NULL, topic TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+    sent INTEGER NOT NULL DEFAULT 0,
     UNIQUE (consumer, message_id));
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (consumer, sent, seq);
+CREATE INDEX IF NOT EXISTS outbox_event ON outbox (consumer, event_id);
+CREATE INDEX IF NOT EXISTS processed_age ON processed_events (processed_ts);
 """
 
 
@@ -359,9 +363,9 @@ class SQLiteKnowledgeBase(KnowledgeBase):
                 if not inserted:
                     return False
                 conn.executemany(
-                    "INSERT INTO outbox (consumer, message_id, topic, key, value) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    [(consumer, m.message_id, m.topic, m.key, m.value) for m in outbox],
+                    "INSERT INTO outbox (consumer, message_id, event_id, topic, key, value) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [(consumer, m.message_id, event_id, m.topic, m.key, m.value) for m in outbox],
                 )
             return True
 
@@ -396,3 +400,23 @@ class SQLiteKnowledgeBase(KnowledgeBase):
             )
         )
         return int(rows[0][0])
+
+    async def prune_processed(self, before: datetime) -> int:
+        cutoff = before.timestamp()
+
+        def write() -> int:
+            with self._transaction() as conn:
+                pruned = conn.execute(
+                    "DELETE FROM processed_events WHERE processed_ts < ? AND NOT EXISTS ("
+                    " SELECT 1 FROM outbox o WHERE o.consumer = processed_events.consumer"
+                    " AND o.event_id = processed_events.event_id AND o.sent = 0)",
+                    (cutoff,),
+                ).rowcount
+                conn.execute(
+                    "DELETE FROM outbox WHERE sent = 1 AND NOT EXISTS ("
+                    " SELECT 1 FROM processed_events p WHERE p.consumer = outbox.consumer"
+                    " AND p.event_id = outbox.event_id)"
+                )
+            return int(pruned)
+
+        return await self._run(write)

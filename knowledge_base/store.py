@@ -185,6 +185,14 @@ class KnowledgeBase(abc.ABC):
     @abc.abstractmethod
     async def count_processed(self, consumer: str) -> int: ...
 
+    @abc.abstractmethod
+    async def prune_processed(self, before: datetime) -> int:
+        """Forget events completed before ``before`` whose outbox was sent; returns how many.
+
+        Processed ids grow with every event every agent handles. Keep them longer than the
+        bus retains messages (Kafka's retention.ms), so no redelivery can outlive its id.
+        """
+
 
 def not_found(what: str, key: str) -> NotFoundError:
     return NotFoundError(f"no {what} {key!r} in the knowledge base")

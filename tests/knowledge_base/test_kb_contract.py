@@ -207,3 +207,21 @@ async def test_catalog_replacement_is_all_or_nothing(kb: KnowledgeBase) -> None:
         # The invalid catalog never reaches the store: models validate before writing.
         await kb.put_catalog(Catalog(systems=[*seed.systems, seed.systems[0]]))
     assert await kb.get_catalog() == seed
+
+
+async def test_pruning_forgets_old_sent_events_but_keeps_unsent_outboxes(
+    kb: KnowledgeBase,
+) -> None:
+    message = OutboxMessage(message_id="m-unsent", topic="t", key="k", value="{}")
+    await kb.complete_event(
+        "agent", "old-sent", [message.model_copy(update={"message_id": "m-sent"})]
+    )
+    await kb.mark_outbox_sent("agent", ["m-sent"])
+    await kb.complete_event("agent", "old-unsent", [message])
+    await kb.complete_event("agent", "old-no-outbox")
+    pruned = await kb.prune_processed(datetime.now(UTC) + timedelta(seconds=1))
+    assert pruned == 2
+    assert not await kb.is_processed("agent", "old-sent")
+    assert await kb.is_processed("agent", "old-unsent")  # its message is still owed
+    assert [m.message_id for m in await kb.pending_outbox("agent")] == ["m-unsent"]
+    assert await kb.prune_processed(T0) == 0  # nothing that old
