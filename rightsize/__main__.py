@@ -1,0 +1,5 @@
+"""``python -m rightsize`` runs the CLI."""
+
+from rightsize.cli import main
+
+main()
