@@ -60,11 +60,17 @@ class SlurmCommands:
         self.timeout_s = timeout_s
         self.prefix = list(prefix)
 
-    def run(self, args: Sequence[str]) -> str:
+    def run(self, args: Sequence[str], stdin: str | None = None) -> str:
+        """stdout of ``args`` (never through a shell); SlurmCommandError when it fails."""
         command = [*self.prefix, *args]
         try:
             done = subprocess.run(
-                command, capture_output=True, text=True, timeout=self.timeout_s, check=False
+                command,
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=self.timeout_s,
+                check=False,
             )
         except FileNotFoundError as exc:
             raise SlurmCommandError(f"{args[0]} not found: is SLURM installed?") from exc

@@ -138,7 +138,18 @@ for d in slurmd slurmctld; do
     rm -f "$STATE_DIR/$d.pid"
 done
 
-# Another slurm instance (e.g. distro service) holding our ports?
+port_busy() { command -v ss >/dev/null 2>&1 && ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# Default ports taken (another cluster, another session's test run)? Pick free ones,
+# unless the caller pinned them.
+if [[ -z "${RIGHTSIZE_SLURMCTLD_PORT:-}" ]] && port_busy "$CTLD_PORT"; then
+    CTLD_PORT="$(free_port)"; log "port 6817 busy; slurmctld uses $CTLD_PORT"
+fi
+if [[ -z "${RIGHTSIZE_SLURMD_PORT:-}" ]] && port_busy "$SLURMD_PORT"; then
+    SLURMD_PORT="$(free_port)"; log "port 6818 busy; slurmd uses $SLURMD_PORT"
+fi
+
+# Another slurm instance (e.g. distro service) holding pinned ports?
 if command -v ss >/dev/null 2>&1; then
     for p in "$CTLD_PORT" "$SLURMD_PORT"; do
         if ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; then
@@ -219,8 +230,8 @@ KillWait=5
 Waittime=0
 
 NodeName=$HOST NodeAddr=127.0.0.1 $TOPO RealMemory=$REAL_MEM State=UNKNOWN
-PartitionName=debug Nodes=$HOST Default=YES MaxTime=00:10:00 DefaultTime=00:05:00 MaxNodes=1 DefMemPerCPU=$DEBUG_DEF_MEM_PER_CPU MaxMemPerNode=$DEBUG_MAX_MEM_PER_NODE State=UP
-PartitionName=long Nodes=$HOST Default=NO MaxTime=2-00:00:00 DefaultTime=01:00:00 DefMemPerCPU=$MEM_PER_CPU State=UP
+PartitionName=debug Nodes=$HOST Default=YES MaxTime=00:01:00 DefaultTime=00:01:00 MaxNodes=1 DefMemPerCPU=$DEBUG_DEF_MEM_PER_CPU MaxMemPerNode=$DEBUG_MAX_MEM_PER_NODE State=UP
+PartitionName=batch Nodes=$HOST Default=NO MaxTime=00:10:00 DefaultTime=00:05:00 MaxNodes=1 DefMemPerCPU=$MEM_PER_CPU State=UP
 EOF
 mv -f "$NEW_CONF" "$CONF"
 chmod 644 "$CONF"
@@ -267,5 +278,5 @@ case "$state" in
 esac
 pid_alive "$STATE_DIR/slurmd.pid" slurmd || die "slurmd is not running"
 
-log "cluster up: node $HOST ($CPUS CPUs, ${REAL_MEM} MB) is $state; partitions debug, long"
+log "cluster up: node $HOST ($CPUS CPUs, ${REAL_MEM} MB) is $state; partitions debug (1 min), batch (10 min)"
 echo "export SLURM_CONF=$CONF"

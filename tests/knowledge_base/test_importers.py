@@ -298,8 +298,8 @@ def test_malformed_slurm_json_is_an_input_error() -> None:
 def test_live_slurm_cluster_imports_its_partitions(slurm_cluster: dict[str, str]) -> None:
     system = import_slurm_system("local", "lab", SlurmCommands(timeout_s=30))
     names = {p.name for p in system.partitions}
-    assert {"debug", "long"} <= names
-    assert system.partition("debug").max_minutes == 10
+    assert {"debug", "batch"} <= names
+    assert system.partition("debug").max_minutes == 1
     live = subprocess.run(
         ["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, check=True
     ).stdout.split()

@@ -1,0 +1,173 @@
+"""What an executor is asked to run and what it reports back.
+
+ActuatorError (RightsizeError)     root of executor failures; ``transient`` per instance
++-- RequestRejected                the request breaks a partition limit or is malformed;
+|                                  nothing was submitted, and retrying cannot help
++-- SubmissionFailed               the batch system refused or did not answer
++-- JobNotFound                    the executor knows no such job
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from knowledge_base.catalog import MemoryMB
+from knowledge_base.errors import RightsizeError
+from knowledge_base.records import JobState
+from knowledge_base.workload import DurationS
+
+__all__ = [
+    "ActuatorError",
+    "JobNotFound",
+    "JobRequest",
+    "JobStatus",
+    "QueueEntry",
+    "RequestRejected",
+    "SimulatedWork",
+    "SubmissionFailed",
+]
+
+# Control characters would end a directive line or a log record; everything printable,
+# shell metacharacters included, is passed as data and never through a shell.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class ActuatorError(RightsizeError):
+    """An executor failed; ``transient`` says whether the same call may succeed later."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient  # type: ignore[misc]  # per instance: depends on cause
+
+
+class RequestRejected(ActuatorError):
+    """The request can never be accepted as written; it names the limit it breaks."""
+
+    def __init__(self, message: str, *, field: str | None = None, value: object = None) -> None:
+        super().__init__(message, transient=False)
+        self.field = field
+        self.value = value
+
+
+class SubmissionFailed(ActuatorError):
+    """The batch system refused the submission or could not be reached."""
+
+
+class JobNotFound(ActuatorError, LookupError):
+    """No job with that id is known to the executor."""
+
+
+class SimulatedWork(BaseModel):
+    """How a job behaves on the simulated cluster (ignored by real backends)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_s: DurationS = Field(description="How long the job would run if not killed")
+    peak_memory_mb: MemoryMB = Field(default=0, description="Peak memory per node, MB")
+    exit_code: int = 0
+
+
+class JobRequest(BaseModel):
+    """One batch job, validated whole before any executor sees it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=128)
+    partition: str = Field(min_length=1)
+    command: str = Field(min_length=1, description="Body of the batch script (bash)")
+    nodes: int = Field(default=1, ge=1)
+    tasks_per_node: int = Field(default=1, ge=1)
+    cpus_per_task: int = Field(default=1, ge=1)
+    gpus_per_node: int = Field(default=0, ge=0)
+    memory_mb: MemoryMB = Field(gt=0, description="Per node, MB")
+    walltime_s: DurationS = Field(gt=0)
+    working_dir: Path | None = None
+    account: str | None = None
+    qos: str | None = None
+    environment: dict[str, str] = Field(default_factory=dict)
+    plan_id: str | None = None
+    simulated: SimulatedWork | None = None
+
+    @field_validator("name", "partition", "account", "qos")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        if value is not None and _CONTROL.search(value):
+            raise ValueError(f"control characters are not allowed, got {value!r}")
+        return value
+
+    @field_validator("working_dir")
+    @classmethod
+    def _absolute_dir(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return value
+        if _CONTROL.search(str(value)):
+            raise ValueError(f"control characters are not allowed, got {str(value)!r}")
+        if not value.is_absolute():
+            raise ValueError(f"working_dir must be absolute, got {str(value)!r}")
+        return value
+
+    @field_validator("environment")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"environment: {name!r} is not a valid variable name")
+        return value
+
+    @model_validator(mode="after")
+    def _cores(self) -> Self:
+        if self.cores_per_node < 1:
+            raise ValueError("a job needs at least one core per node")
+        return self
+
+    @property
+    def cores_per_node(self) -> int:
+        return self.tasks_per_node * self.cpus_per_task
+
+    @property
+    def walltime_minutes(self) -> int:
+        """What batch systems accept: whole minutes, rounded up."""
+        return -(-self.walltime_s // 60)
+
+
+class JobStatus(BaseModel):
+    """A job's state as the executor last saw it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str
+    state: JobState
+    native_state: str = Field(description="The batch system's own word for the state")
+    name: str | None = None
+    partition: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str = ""
+    submit_time: datetime | None = None
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state not in (JobState.PENDING, JobState.RUNNING, JobState.UNKNOWN)
+
+
+class QueueEntry(BaseModel):
+    """One job in a queue snapshot: what planning needs to guess the wait."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str
+    state: JobState
+    partition: str | None = None
+    user: str | None = None
+    nodes: int = 1
+    cpus: int = 1
+    time_limit_s: int | None = None
+    submit_time: datetime | None = None
+    start_time: datetime | None = None

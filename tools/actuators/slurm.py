@@ -1,0 +1,390 @@
+"""SLURM through its command line: sbatch, squeue, scancel, and sacct or the jobcomp file.
+
+Every call goes through one ``SlurmCommands`` runner (timeouts, no shell). The batch
+script carries only resource directives; the job's name, working directory and output
+path travel as separate argv entries, so no user text is ever parsed by a shell or can
+add a directive line.
+
+SLURM reports an out-of-memory kill under ``jobacct_gather`` + ``OverMemoryKill`` as
+FAILED with signal 9, the same as any SIGKILL. The difference is in the job's output:
+slurmstepd writes "exceeded memory limit (USED > LIMIT)". ``status`` reads that line to
+tell OUT_OF_MEMORY from FAILED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from knowledge_base.catalog import System
+from knowledge_base.importers.slurm import SlurmCommandError, SlurmCommands
+from knowledge_base.records import JobRecord, JobState
+from tools.actuators.base import Executor
+from tools.actuators.model import (
+    ActuatorError,
+    JobNotFound,
+    JobRequest,
+    JobStatus,
+    QueueEntry,
+    RequestRejected,
+    SubmissionFailed,
+)
+
+__all__ = ["SLURM_STATES", "SlurmExecutor", "parse_jobcomp", "render_sbatch"]
+
+SLURM_STATES: Mapping[str, JobState] = {
+    "PENDING": JobState.PENDING,
+    "CONFIGURING": JobState.PENDING,
+    "REQUEUED": JobState.PENDING,
+    "REQUEUE_HOLD": JobState.PENDING,
+    "REQUEUE_FED": JobState.PENDING,
+    "RESV_DEL_HOLD": JobState.PENDING,
+    "SUSPENDED": JobState.PENDING,
+    "RUNNING": JobState.RUNNING,
+    "COMPLETING": JobState.RUNNING,
+    "STAGE_OUT": JobState.RUNNING,
+    "SIGNALING": JobState.RUNNING,
+    "RESIZING": JobState.RUNNING,
+    "COMPLETED": JobState.COMPLETED,
+    "FAILED": JobState.FAILED,
+    "BOOT_FAIL": JobState.FAILED,
+    "NODE_FAIL": JobState.FAILED,
+    "DEADLINE": JobState.TIMEOUT,
+    "TIMEOUT": JobState.TIMEOUT,
+    "OUT_OF_MEMORY": JobState.OUT_OF_MEMORY,
+    "CANCELLED": JobState.CANCELLED,
+    "PREEMPTED": JobState.CANCELLED,
+    "REVOKED": JobState.CANCELLED,
+    "SPECIAL_EXIT": JobState.FAILED,
+}
+"""Native SLURM job states -> Rightsize's JobState (``CANCELLED by 0`` is CANCELLED)."""
+
+_IDENTIFIER = re.compile(r"^[A-Za-z0-9._+-]+$")
+_OOM_LINE = re.compile(r"exceeded (?:job )?memory limit", re.IGNORECASE)
+_TRANSIENT = re.compile(
+    r"unable to contact slurm controller|socket timed out|connection refused|"
+    r"temporarily unavailable|try again|slurm_persist_conn|communications connection failure",
+    re.IGNORECASE,
+)
+_OUTPUT_NAME = "rightsize-%j.out"
+
+
+def render_sbatch(request: JobRequest) -> str:
+    """The batch script for ``request``: resource directives, environment, then the command.
+
+    Identity (name, working directory, output) is not in the script; ``SlurmExecutor``
+    passes it as argv. Identifiers in directives must be plain words.
+    """
+    for field in ("partition", "account", "qos"):
+        value = getattr(request, field)
+        if value is not None and not _IDENTIFIER.match(value):
+            raise RequestRejected(
+                f"{field} must be a plain SLURM identifier (letters, digits, . _ + -), "
+                f"got {value!r}",
+                field=field,
+                value=value,
+            )
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --partition={request.partition}",
+        f"#SBATCH --nodes={request.nodes}",
+        f"#SBATCH --ntasks-per-node={request.tasks_per_node}",
+        f"#SBATCH --cpus-per-task={request.cpus_per_task}",
+        f"#SBATCH --mem={request.memory_mb}M",
+        f"#SBATCH --time={request.walltime_minutes}",
+    ]
+    if request.gpus_per_node:
+        lines.append(f"#SBATCH --gpus-per-node={request.gpus_per_node}")
+    if request.account:
+        lines.append(f"#SBATCH --account={request.account}")
+    if request.qos:
+        lines.append(f"#SBATCH --qos={request.qos}")
+    lines.append("")
+    if request.plan_id:
+        lines.append(f"export RIGHTSIZE_PLAN_ID={shlex.quote(request.plan_id)}")
+    for name, value in sorted(request.environment.items()):
+        lines.append(f"export {name}={shlex.quote(value)}")
+    lines.append(request.command.rstrip("\n"))
+    return "\n".join(lines) + "\n"
+
+
+def _epoch(value: Any) -> datetime | None:
+    if isinstance(value, dict):  # 23.02+: {"set", "infinite", "number"}
+        value = value.get("number") if value.get("set") else None
+    if not value:
+        return None
+    return datetime.fromtimestamp(int(value), UTC)
+
+
+def _wait_status(value: Any) -> tuple[int | None, int | None]:
+    """(exit code, signal) from squeue's wait status (22.05) or its 23.02+ object."""
+    if isinstance(value, dict):
+        signal = (value.get("signal") or {}).get("id")
+        code = value.get("return_code")
+        code = code.get("number") if isinstance(code, dict) else code
+        return (int(code) if code is not None else None, int(signal) if signal else None)
+    if value is None:
+        return None, None
+    status = int(value)
+    return (status >> 8) & 0xFF, (status & 0x7F) or None
+
+
+def _native_state(value: Any) -> str:
+    if isinstance(value, list):  # 23.02+: ["FAILED"], 22.05: "FAILED"
+        value = value[0] if value else "UNKNOWN"
+    return str(value).split()[0].upper()
+
+
+_JOBCOMP_KEYS = [
+    "JobId",
+    "UserId",
+    "GroupId",
+    "Name",
+    "JobState",
+    "Partition",
+    "TimeLimit",
+    "StartTime",
+    "EndTime",
+    "NodeList",
+    "NodeCnt",
+    "ProcCnt",
+    "WorkDir",
+    "ReservationName",
+    "Tres",
+    "Account",
+    "QOS",
+    "WcKey",
+    "Cluster",
+    "SubmitTime",
+    "EligibleTime",
+    "DerivedExitCode",
+    "ExitCode",
+]
+# Values may hold spaces (job names, directories): a field runs until the next known key.
+_JOBCOMP_FIELD = re.compile(
+    rf"(?:^|(?<= ))({'|'.join(_JOBCOMP_KEYS)})=(.*?)(?= (?:{'|'.join(_JOBCOMP_KEYS)})=| ?$)"
+)
+
+
+def parse_jobcomp(text: str) -> dict[str, dict[str, str]]:
+    """jobcomp/filetxt records by job id; a reused id keeps its latest record."""
+    records: dict[str, dict[str, str]] = {}
+    for line in text.splitlines():
+        fields = dict(_JOBCOMP_FIELD.findall(line.rstrip()))
+        if "JobId" in fields:
+            records[fields["JobId"]] = fields
+    return records
+
+
+def _jobcomp_time(value: str | None) -> datetime | None:
+    if not value or value in ("Unknown", "None"):
+        return None
+    # filetxt writes the controller's local time without a zone; these hosts run UTC.
+    return datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
+class SlurmExecutor(Executor):
+    """The SLURM cluster this machine's client commands talk to."""
+
+    backend = "slurm"
+
+    def __init__(
+        self,
+        system: System | None = None,
+        commands: SlurmCommands | None = None,
+        jobcomp_path: Path | None = None,
+        output_dir: Path | None = None,
+    ) -> None:
+        super().__init__(system)
+        self.commands = commands or SlurmCommands()
+        self._jobcomp_path = jobcomp_path
+        self.output_dir = output_dir or Path.cwd()
+
+    async def _run(self, args: list[str], stdin: str | None = None) -> str:
+        try:
+            return await asyncio.to_thread(self.commands.run, args, stdin)
+        except SlurmCommandError as exc:
+            transient = exc.transient or bool(_TRANSIENT.search(str(exc)))
+            raise SubmissionFailed(str(exc), transient=transient) from exc
+
+    # -- submit -----------------------------------------------------------------------
+
+    async def _submit(self, request: JobRequest) -> str:
+        script = render_sbatch(request)
+        workdir = request.working_dir or self.output_dir
+        args = [
+            "sbatch",
+            "--parsable",
+            f"--job-name={request.name}",
+            f"--chdir={workdir}",
+            f"--output={workdir / _OUTPUT_NAME}",
+        ]
+        out = await self._run(args, stdin=script)
+        job_id = out.strip().split(";")[0]
+        if not job_id.isdigit():
+            raise SubmissionFailed(f"sbatch printed no job id: {out!r}")
+        return job_id
+
+    # -- status -----------------------------------------------------------------------
+
+    async def _squeue(self) -> list[dict[str, Any]]:
+        text = await self._run(["squeue", "--all", "--json"])
+        try:
+            jobs: list[dict[str, Any]] = json.loads(text).get("jobs", [])
+        except (json.JSONDecodeError, AttributeError) as exc:
+            raise SubmissionFailed(f"squeue --json printed no JSON: {text[:200]!r}") from exc
+        return jobs
+
+    async def status(self, job_id: str) -> JobStatus:
+        # 22.05 ignores --jobs together with --json, so filter here.
+        for job in await self._squeue():
+            if str(job.get("job_id")) == job_id:
+                return self._status_from_squeue(job)
+        record = (await self._jobcomp()).get(job_id)
+        if record is not None:
+            return self._status_from_jobcomp(record)
+        raise JobNotFound(f"SLURM knows no job {job_id!r} (not queued, not in the jobcomp log)")
+
+    def _status_from_squeue(self, job: dict[str, Any]) -> JobStatus:
+        native = _native_state(job.get("job_state"))
+        code, signal = _wait_status(job.get("exit_code"))
+        output = str(job.get("standard_output") or "").replace("%j", str(job["job_id"]))
+        return JobStatus(
+            job_id=str(job["job_id"]),
+            state=self._state(native, signal, Path(output) if output else None),
+            native_state=native,
+            name=job.get("name"),
+            partition=job.get("partition"),
+            exit_code=code,
+            signal=signal,
+            reason=str(job.get("state_reason") or ""),
+            submit_time=_epoch(job.get("submit_time")),
+            start_time=_epoch(job.get("start_time")),
+            end_time=_epoch(job.get("end_time")) if native not in ("PENDING", "RUNNING") else None,
+        )
+
+    def _status_from_jobcomp(self, record: dict[str, str]) -> JobStatus:
+        native = record.get("JobState", "UNKNOWN").upper()
+        code_text, _, signal_text = record.get("ExitCode", "").partition(":")
+        signal = int(signal_text) if signal_text.isdigit() and int(signal_text) else None
+        output = Path(record.get("WorkDir", "/")) / _OUTPUT_NAME.replace("%j", record["JobId"])
+        return JobStatus(
+            job_id=record["JobId"],
+            state=self._state(native, signal, output),
+            native_state=native,
+            name=record.get("Name"),
+            partition=record.get("Partition"),
+            exit_code=int(code_text) if code_text.isdigit() else None,
+            signal=signal,
+            submit_time=_jobcomp_time(record.get("SubmitTime")),
+            start_time=_jobcomp_time(record.get("StartTime")),
+            end_time=_jobcomp_time(record.get("EndTime")),
+        )
+
+    @staticmethod
+    def _state(native: str, signal: int | None, output: Path | None) -> JobState:
+        state = SLURM_STATES.get(native, JobState.UNKNOWN)
+        if state in (JobState.FAILED, JobState.CANCELLED) and signal == 9 and output is not None:
+            try:
+                text = output.read_text(encoding="utf-8", errors="replace")[-20000:]
+            except OSError:
+                return state
+            if _OOM_LINE.search(text):
+                return JobState.OUT_OF_MEMORY
+        return state
+
+    # -- cancel, queue, accounting -------------------------------------------------------
+
+    async def cancel(self, job_id: str) -> None:
+        status = await self.status(job_id)  # JobNotFound for unknown ids
+        if status.finished:
+            return
+        await self._run(["scancel", job_id])
+
+    async def queue(self) -> list[QueueEntry]:
+        entries = []
+        for job in await self._squeue():
+            state = SLURM_STATES.get(_native_state(job.get("job_state")), JobState.UNKNOWN)
+            if state not in (JobState.PENDING, JobState.RUNNING):
+                continue  # finished jobs linger in squeue for MinJobAge
+            limit = job.get("time_limit")
+            limit = limit.get("number") if isinstance(limit, dict) else limit
+            entries.append(
+                QueueEntry(
+                    job_id=str(job["job_id"]),
+                    state=state,
+                    partition=job.get("partition"),
+                    user=job.get("user_name"),
+                    nodes=int(job.get("node_count") or 1),
+                    cpus=int(job.get("cpus") or 1),
+                    time_limit_s=int(limit) * 60 if limit else None,
+                    submit_time=_epoch(job.get("submit_time")),
+                    start_time=_epoch(job.get("start_time")) if state is JobState.RUNNING else None,
+                )
+            )
+        return entries
+
+    async def finished_jobs(self, since: datetime | None = None) -> list[JobRecord]:
+        records = []
+        system = self.system.name if self.system is not None else "slurm"
+        for record in (await self._jobcomp()).values():
+            status = self._status_from_jobcomp(record)
+            if status.end_time is None or (since is not None and status.end_time < since):
+                continue
+            run_s = (
+                int((status.end_time - status.start_time).total_seconds())
+                if status.start_time
+                else None
+            )
+            submit = status.submit_time or status.end_time
+            records.append(
+                JobRecord(
+                    job_id=status.job_id,
+                    system=system,
+                    partition=status.partition,
+                    user=record.get("UserId", "").split("(")[0] or None,
+                    account=record.get("Account") or None,
+                    application=status.name,
+                    state=status.state,
+                    submit_time=submit,
+                    start_time=status.start_time,
+                    end_time=status.end_time,
+                    wait_s=(
+                        int((status.start_time - submit).total_seconds())
+                        if status.start_time
+                        else None
+                    ),
+                    run_s=run_s,
+                    requested_nodes=int(record.get("NodeCnt") or 1),
+                    requested_cores=int(record.get("ProcCnt") or 1),
+                    requested_walltime_s=int(record.get("TimeLimit") or 0) * 60 or None,
+                    exit_code=status.exit_code,
+                    source="slurm jobcomp",
+                )
+            )
+        return sorted(records, key=lambda r: (r.submit_time, int(r.job_id)))
+
+    async def _jobcomp(self) -> dict[str, dict[str, str]]:
+        path = self._jobcomp_path or await self._find_jobcomp()
+        if path is None:
+            return {}
+        try:
+            text = await asyncio.to_thread(path.read_text, encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise ActuatorError(f"cannot read the jobcomp file {path}: {exc}") from exc
+        return parse_jobcomp(text)
+
+    async def _find_jobcomp(self) -> Path | None:
+        config = await self._run(["scontrol", "show", "config"])
+        kind = re.search(r"^JobCompType\s*=\s*(\S+)", config, re.MULTILINE)
+        where = re.search(r"^JobCompLoc\s*=\s*(\S+)", config, re.MULTILINE)
+        if kind is None or "filetxt" not in kind.group(1) or where is None:
+            return None
+        self._jobcomp_path = Path(where.group(1))
+        return self._jobcomp_path
