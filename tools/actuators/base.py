@@ -49,3 +49,7 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     async def finished_jobs(self, since: datetime | None = None) -> list[JobRecord]:
         """Accounting of jobs that ended at or after ``since`` (all known when None)."""
+
+    async def output_tail(self, job_id: str, max_bytes: int = 65536) -> str:
+        """The end of what the job printed so far, for progress lines; "" where unknown."""
+        return ""

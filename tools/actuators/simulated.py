@@ -211,6 +211,16 @@ class SimulatedCluster(Executor):
             end_time=job.end if finished else None,
         )
 
+    async def output_tail(self, job_id: str, max_bytes: int = 65536) -> str:
+        """A simulated job reports progress as the share of its run time done."""
+        job = self._job(job_id)
+        if job.start is None:
+            return ""
+        run_s = job.request.simulated.run_s if job.request.simulated else job.request.walltime_s
+        now = self.clock.now() if job.state is JobState.RUNNING or job.end is None else job.end
+        done = min(run_s, int((now - job.start).total_seconds()))
+        return f"RIGHTSIZE_PROGRESS second={done}/{run_s}\n"
+
     async def cancel(self, job_id: str) -> None:
         job = self._job(job_id)
         if job.state is JobState.PENDING:

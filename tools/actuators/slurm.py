@@ -189,6 +189,15 @@ def _jobcomp_time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value).replace(tzinfo=UTC)
 
 
+def _tail(path: Path, max_bytes: int) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(max(0, path.stat().st_size - max_bytes))
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""  # not written yet (pending job) or not readable from here
+
+
 class SlurmExecutor(Executor):
     """The SLURM cluster this machine's client commands talk to."""
 
@@ -298,6 +307,18 @@ class SlurmExecutor(Executor):
             if _OOM_LINE.search(text):
                 return JobState.OUT_OF_MEMORY
         return state
+
+    async def output_tail(self, job_id: str, max_bytes: int = 65536) -> str:
+        for job in await self._squeue():
+            if str(job.get("job_id")) == job_id:
+                path = str(job.get("standard_output") or "").replace("%j", job_id)
+                break
+        else:
+            record = (await self._jobcomp()).get(job_id)
+            if record is None:
+                raise JobNotFound(f"SLURM knows no job {job_id!r}")
+            path = str(Path(record.get("WorkDir", "/")) / _OUTPUT_NAME.replace("%j", job_id))
+        return await asyncio.to_thread(_tail, Path(path), max_bytes) if path else ""
 
     # -- cancel, queue, accounting -------------------------------------------------------
 
