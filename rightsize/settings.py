@@ -7,6 +7,7 @@ in-process bus, nothing to start.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -26,6 +27,24 @@ class Settings(BaseSettings):
         "or MongoDB when mongo_url is set",
     )
     mongo_url: str | None = Field(default=None, description="MongoDB URL (RIGHTSIZE_MONGO_URL)")
+
+    executor: Literal["auto", "slurm", "tapis", "simulated"] = Field(
+        default="auto",
+        description="Where jobs run; auto: the local SLURM if one answers, else simulated",
+    )
+    simulated_nodes: int = Field(default=4, ge=1)
+    simulated_cores_per_node: int = Field(default=48, ge=1)
+    simulated_memory_mb_per_node: int = Field(default=192_000, ge=1)
+    simulated_speedup: float = Field(
+        default=60.0, gt=0, description="Simulated seconds per real second"
+    )
+    tapis_url: str | None = Field(default=None, description="Tenant base URL")
+    tapis_system: str | None = Field(default=None, description="Tapis execution system id")
+    tapis_app_id: str = "rightsize-run"
+    tapis_app_version: str = "1.0"
+    tapis_token: str | None = None
+    tapis_username: str | None = None
+    tapis_password: str | None = None
 
     def knowledge_base_url(self) -> str:
         if self.kb_url:

@@ -6,12 +6,19 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from knowledge_base.catalog import System
+from knowledge_base.errors import InvalidInputError
+from knowledge_base.importers.slurm import SlurmCommandError, SlurmCommands
 from knowledge_base.open import open_knowledge_base
 from knowledge_base.seed import load_seed_catalog
 from knowledge_base.store import KnowledgeBase
 from rightsize.settings import Settings
+from tools.actuators.base import Executor
+from tools.actuators.simulated import SimulatedCluster, WallClock
+from tools.actuators.slurm import SlurmExecutor
+from tools.actuators.tapis import TapisCredentials, TapisExecutor
 
-__all__ = ["knowledge_base"]
+__all__ = ["knowledge_base", "open_executor", "slurm_answers"]
 
 log = logging.getLogger(__name__)
 
@@ -29,3 +36,48 @@ async def knowledge_base(settings: Settings) -> AsyncIterator[KnowledgeBase]:
         yield kb
     finally:
         await kb.close()
+
+
+def slurm_answers(commands: SlurmCommands | None = None) -> bool:
+    """Whether a SLURM controller answers this machine's client commands."""
+    try:
+        (commands or SlurmCommands(timeout_s=5)).run(["sinfo", "--noheader", "--summarize"])
+    except SlurmCommandError:
+        return False
+    return True
+
+
+def open_executor(settings: Settings, system: System | None = None) -> Executor:
+    """The executor the settings name; ``auto`` is the local SLURM if it answers."""
+    kind = settings.executor
+    if kind == "auto":
+        kind = "slurm" if slurm_answers() else "simulated"
+        log.info("executor: %s (auto)", kind)
+    if kind == "slurm":
+        return SlurmExecutor(system=system)
+    if kind == "tapis":
+        if not settings.tapis_url or not settings.tapis_system:
+            raise InvalidInputError(
+                "the tapis executor needs RIGHTSIZE_TAPIS_URL and RIGHTSIZE_TAPIS_SYSTEM",
+                field="executor",
+                value=kind,
+            )
+        return TapisExecutor(
+            settings.tapis_url,
+            exec_system_id=settings.tapis_system,
+            app_id=settings.tapis_app_id,
+            app_version=settings.tapis_app_version,
+            credentials=TapisCredentials(
+                settings.tapis_token,
+                username=settings.tapis_username,
+                password=settings.tapis_password,
+            ),
+            system=system,
+        )
+    return SimulatedCluster(
+        nodes=settings.simulated_nodes,
+        cores_per_node=settings.simulated_cores_per_node,
+        memory_mb_per_node=settings.simulated_memory_mb_per_node,
+        clock=WallClock(speedup=settings.simulated_speedup),
+        system=system,
+    )
