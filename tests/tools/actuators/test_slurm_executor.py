@@ -114,7 +114,7 @@ async def test_a_plain_sigkill_is_failed_not_out_of_memory(slurm: Harness, workd
 async def test_shell_metacharacters_in_name_and_directory_inject_nothing(
     slurm: Harness, tmp_path: Path
 ) -> None:
-    canary = tmp_path / "pwned"
+    canary = "rs-pwned-canary"
     workdir = tmp_path / f"dir $(touch {canary}) `touch {canary}`; touch {canary} &"
     workdir.mkdir()
     workdir.chmod(0o777)
@@ -123,7 +123,8 @@ async def test_shell_metacharacters_in_name_and_directory_inject_nothing(
     status = await slurm.finished(job_id)
     assert status.state is JobState.COMPLETED
     assert status.name == name  # the name arrived as data, whole
-    assert not canary.exists()
+    for place in (tmp_path, workdir, Path.cwd(), Path("/tmp"), Path.home()):
+        assert not (place / canary).exists(), f"injected: {place / canary} exists"
     output = (workdir / f"rightsize-{job_id}.out").read_text()
     assert output.strip() == str(workdir)
 
