@@ -22,6 +22,7 @@ __all__ = [
     "GenericJob",
     "Goals",
     "Objective",
+    "Optimizer",
     "Precision",
     "WorkloadSpec",
 ]
@@ -47,6 +48,16 @@ class Objective(StrEnum):
     FASTEST = "fastest"  # shortest run time
     CHEAPEST = "cheapest"  # lowest charge
     EARLIEST_FINISH = "earliest_finish"  # queue wait + run time
+    BALANCED = "balanced"  # finish time and charge, each relative to the best option
+    DEADLINE = "deadline"  # the cheapest option that meets goals.deadline
+
+
+class Optimizer(StrEnum):
+    """The training optimizer: how many extra copies of the weights it keeps."""
+
+    SGD = "sgd"  # SGD with momentum: one state tensor per weight
+    ADAM = "adam"  # two state tensors per weight
+    ADAMW = "adamw"
 
 
 class Precision(StrEnum):
@@ -66,6 +77,14 @@ class Goals(_Model):
     gpu_only: bool = False
     cpu_only: bool = False
     systems: list[str] | None = Field(default=None, description="Only plan on these systems")
+    partitions: list[str] | None = Field(
+        default=None, description="Only these partitions: names or shell patterns ('gpu*')"
+    )
+    exclude_partitions: list[str] = Field(
+        default_factory=list,
+        description="Never these partitions (names or shell patterns), e.g. 'condo-*' queues "
+        "that belong to other groups: the catalog does not record who may use a queue",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -99,6 +118,18 @@ class DNNTraining(_Model):
         default=False, description="Can stop and resume from a checkpoint (enables cascades)"
     )
     framework: Literal["pytorch"] = "pytorch"
+    optimizer: Optimizer = Field(
+        default=Optimizer.SGD, description="Sets the optimizer state held in memory"
+    )
+    max_nodes: int = Field(
+        default=1, ge=1, description="Nodes the training may span (data parallel); 1: one node"
+    )
+    command: str | None = Field(
+        default=None,
+        min_length=1,
+        description="What the batch script runs (default 'python train.py'); it reads its "
+        "batch size, epochs and cascade segment from RIGHTSIZE_* variables",
+    )
 
     @model_validator(mode="after")
     def _positive(self) -> Self:

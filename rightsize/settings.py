@@ -46,6 +46,16 @@ class Settings(BaseSettings):
     tapis_username: str | None = None
     tapis_password: str | None = None
 
+    # No center in our sources publishes a dollar rate; a plan shows dollars only when
+    # these assumptions are set, and labels them as assumptions.
+    usd_per_su: float | None = Field(default=None, ge=0, description="Assumed $ per TACC SU")
+    usd_per_core_hour: float | None = Field(
+        default=None, ge=0, description="Assumed $ per OSC core-hour"
+    )
+    usd_per_gpu_hour: float | None = Field(
+        default=None, ge=0, description="Assumed $ per OSC GPU-hour"
+    )
+
     def knowledge_base_url(self) -> str:
         if self.kb_url:
             return self.kb_url

@@ -30,7 +30,13 @@ from tools.actuators.model import (
     SubmissionFailed,
 )
 
-__all__ = ["TAPIS_CONDITIONS", "TAPIS_STATES", "TapisCredentials", "TapisExecutor"]
+__all__ = [
+    "TAPIS_CONDITIONS",
+    "TAPIS_STATES",
+    "TapisCredentials",
+    "TapisExecutor",
+    "tapis_job_definition",
+]
 
 TAPIS_STATES: Mapping[str, JobState] = {
     "PENDING": JobState.PENDING,
@@ -84,6 +90,39 @@ def _time(value: Any) -> datetime | None:
     if not value:
         return None
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def tapis_job_definition(
+    request: JobRequest, *, exec_system_id: str, app_id: str, app_version: str
+) -> dict[str, Any]:
+    """The Tapis v3 ``POST /v3/jobs/submit`` body for ``request`` (pure; planning renders it)."""
+    options = []
+    if request.gpus_per_node:
+        options.append({"arg": f"--gpus-per-node={request.gpus_per_node}"})
+    if request.account:
+        options.append({"arg": f"--account={request.account}"})
+    if request.qos:
+        options.append({"arg": f"--qos={request.qos}"})
+    env = [{"key": k, "value": v} for k, v in sorted(request.environment.items())]
+    if request.plan_id:
+        env.append({"key": "RIGHTSIZE_PLAN_ID", "value": request.plan_id})
+    return {
+        "name": request.name,
+        "appId": app_id,
+        "appVersion": app_version,
+        "execSystemId": exec_system_id,
+        "execSystemLogicalQueue": request.partition,
+        "nodeCount": request.nodes,
+        "coresPerNode": request.cores_per_node,
+        "memoryMB": request.memory_mb,
+        "maxMinutes": request.walltime_minutes,
+        "parameterSet": {
+            "appArgs": [{"arg": request.command}],
+            "schedulerOptions": options,
+            "envVariables": env,
+        },
+        "tags": [f"rightsize-plan:{request.plan_id}"] if request.plan_id else [],
+    }
 
 
 class TapisExecutor(Executor):
@@ -184,33 +223,12 @@ class TapisExecutor(Executor):
 
     def job_definition(self, request: JobRequest) -> dict[str, Any]:
         """The ``POST /v3/jobs/submit`` body for ``request``."""
-        options = []
-        if request.gpus_per_node:
-            options.append({"arg": f"--gpus-per-node={request.gpus_per_node}"})
-        if request.account:
-            options.append({"arg": f"--account={request.account}"})
-        if request.qos:
-            options.append({"arg": f"--qos={request.qos}"})
-        env = [{"key": k, "value": v} for k, v in sorted(request.environment.items())]
-        if request.plan_id:
-            env.append({"key": "RIGHTSIZE_PLAN_ID", "value": request.plan_id})
-        return {
-            "name": request.name,
-            "appId": self.app_id,
-            "appVersion": self.app_version,
-            "execSystemId": self.exec_system_id,
-            "execSystemLogicalQueue": request.partition,
-            "nodeCount": request.nodes,
-            "coresPerNode": request.cores_per_node,
-            "memoryMB": request.memory_mb,
-            "maxMinutes": request.walltime_minutes,
-            "parameterSet": {
-                "appArgs": [{"arg": request.command}],
-                "schedulerOptions": options,
-                "envVariables": env,
-            },
-            "tags": [f"rightsize-plan:{request.plan_id}"] if request.plan_id else [],
-        }
+        return tapis_job_definition(
+            request,
+            exec_system_id=self.exec_system_id,
+            app_id=self.app_id,
+            app_version=self.app_version,
+        )
 
     async def _submit(self, request: JobRequest) -> str:
         try:

@@ -1,0 +1,172 @@
+"""Estimating generic batch jobs: the center's history when it has learned, else the user.
+
+``HistoryRuntimeEstimator`` puts ``tools.estimators.history.HistoryEstimator`` (XGBoost
+quantile regression over the center's finished jobs) behind the planning seam: its median
+is the point, its calibrated safe quantile the top of the interval. Until that model has
+trained on a system's history it declines, and ``GuessFallbackEstimator`` answers from
+the user's own walltime and memory guesses, widened (x0.25-x1.25 for time) and labelled:
+a generic job's speed on another machine is not something a guess can tell, so the same
+guess stands on every system.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from knowledge_base.records import Interval, JobRecord, PlanOption, ResourceEstimate
+from knowledge_base.workload import GenericJob
+from tools.planning.estimation import Candidate, NoEstimate, Workload
+
+if TYPE_CHECKING:  # imported where used: xgboost is heavy and DNN planning never needs it
+    from tools.estimators.history import HistoryConfig, HistoryEstimator
+
+__all__ = [
+    "GUESS_ID",
+    "GUESS_LABEL",
+    "GuessFallbackEstimator",
+    "HistoryRuntimeEstimator",
+    "memory_share_mb",
+    "train_history",
+]
+
+GUESS_ID = "user-guess-fallback"
+GUESS_LABEL = "analytic fallback (untrained): the user's guess, widened"
+GUESS_RUNTIME_SPREAD = (0.25, 1.25)
+# Users ask for more memory than they use; a guess is taken as the top of the interval.
+GUESS_MEMORY_POINT = 0.8
+
+
+def memory_share_mb(candidate: Candidate) -> float:
+    """The memory per node a job of this many cores gets by default (the per-core share)."""
+    node_type, partition = candidate.node_type, candidate.partition
+    if node_type.usable_memory_mb and node_type.cores:
+        per_core = node_type.usable_memory_mb / node_type.cores
+    else:
+        per_core = partition.max_memory_mb / partition.max_cores_per_node
+    return min(per_core * candidate.cores_per_node, float(partition.max_memory_mb))
+
+
+def _option(candidate: Candidate, runtime: Interval, memory: Interval) -> PlanOption:
+    return PlanOption(
+        system=candidate.system.name,
+        partition=candidate.partition.name,
+        node_type=candidate.node_type.name,
+        nodes=candidate.nodes,
+        cores_per_node=candidate.cores_per_node,
+        gpus_per_node=candidate.gpus_per_node,
+        memory_mb=max(1, math.ceil(memory.high)),
+        walltime_s=max(1, math.ceil(runtime.high)),
+    )
+
+
+def _memory(workload: GenericJob, candidate: Candidate) -> Interval:
+    high = float(workload.memory_mb) if workload.memory_mb else memory_share_mb(candidate)
+    return Interval(point=high * GUESS_MEMORY_POINT, low=high * 0.5, high=high, coverage=0.8)
+
+
+class GuessFallbackEstimator:
+    """A generic job's run time from the user's own walltime guess, widened."""
+
+    @property
+    def estimator_id(self) -> str:
+        return GUESS_ID
+
+    def estimate(self, workload: Workload, candidate: Candidate) -> ResourceEstimate | NoEstimate:
+        if not isinstance(workload, GenericJob):
+            return NoEstimate("the guess fallback only estimates generic jobs")
+        if not workload.walltime_s:
+            return NoEstimate(
+                f"no history estimator is trained for {candidate.system.name} and "
+                "workload.walltime_s (the user's guess) is not given"
+            )
+        guess = float(workload.walltime_s)
+        low, high = GUESS_RUNTIME_SPREAD
+        runtime = Interval(point=guess, low=guess * low, high=guess * high, coverage=0.8)
+        memory = _memory(workload, candidate)
+        return ResourceEstimate(
+            option=_option(candidate, runtime, memory),
+            runtime_s=runtime,
+            memory_mb=memory,
+            estimator_id=GUESS_ID,
+            validation_error=None,
+            label=GUESS_LABEL,
+        )
+
+
+class HistoryRuntimeEstimator:
+    """The history estimator of one system, asked about a what-if job at ``now_s``."""
+
+    def __init__(
+        self, system: str, estimator: HistoryEstimator, *, user: str | None, now_s: float
+    ) -> None:
+        self.system = system
+        self.history = estimator
+        self.user = user
+        self.now_s = now_s
+
+    @property
+    def estimator_id(self) -> str:
+        version = self.history.model.version if self.history.model is not None else 0
+        return f"history-{self.system}-v{version}"
+
+    def estimate(self, workload: Workload, candidate: Candidate) -> ResourceEstimate | NoEstimate:
+        if not isinstance(workload, GenericJob):
+            return NoEstimate("the history estimator only estimates generic jobs")
+        if candidate.system.name != self.system:
+            return NoEstimate(f"the history estimator knows {self.system} only")
+        procs = candidate.nodes * candidate.cores_per_node
+        memory_kb_per_proc = (
+            workload.memory_mb * 1024 / candidate.cores_per_node if workload.memory_mb else None
+        )
+        from tools.estimators.features import HistoryJob
+
+        prediction = self.history.predict(
+            HistoryJob(
+                job_id="what-if",
+                submit_time_s=self.now_s,
+                user=self.user,
+                application=workload.application,
+                partition=candidate.partition.name,
+                procs=procs,
+                requested_time_s=float(workload.walltime_s) if workload.walltime_s else None,
+                requested_memory_kb_per_proc=memory_kb_per_proc,
+            )
+        )
+        if prediction.source == "fallback":
+            return NoEstimate(f"the history estimator for {self.system} is not trained yet")
+        # The estimator's own conversion: its point estimate within [0, safe] at the
+        # calibrated coverage (its field names are still moving; this method is its API).
+        runtime = prediction.runtime_interval()
+        if prediction.memory_safe_kb_per_proc is not None:
+            per_node = candidate.cores_per_node / 1024
+            mem_point = (prediction.memory_p50_kb_per_proc or 0.0) * per_node
+            mem_high = max(prediction.memory_safe_kb_per_proc * per_node, mem_point)
+            memory = Interval(point=mem_point, low=mem_point * 0.5, high=mem_high, coverage=0.8)
+        else:
+            memory = _memory(workload, candidate)
+        return ResourceEstimate(
+            option=_option(candidate, runtime, memory),
+            runtime_s=runtime,
+            memory_mb=memory,
+            estimator_id=self.estimator_id,
+            validation_error=None,
+            label=f"history estimator ({prediction.trained_on_jobs} jobs of {self.system})",
+        )
+
+
+def train_history(
+    records: Sequence[JobRecord], config: HistoryConfig | None = None
+) -> HistoryEstimator | None:
+    """A history estimator trained on finished ``records``; None if too few to train."""
+    from tools.estimators.features import HistoryJob
+    from tools.estimators.history import HistoryEstimator
+
+    estimator = HistoryEstimator(config)
+    finished = [r for r in records if r.run_s is not None and r.end_time is not None]
+    if len(finished) < estimator.config.first_train_jobs:
+        return None
+    for record in sorted(finished, key=lambda r: r.submit_time):
+        estimator.observe(HistoryJob.from_job_record(record))
+    return estimator if estimator.model is not None else None

@@ -1,0 +1,69 @@
+"""Reading a WorkloadSpec from a YAML or JSON file, with errors that point at the field.
+
+``rightsize plan WORKLOAD.yaml`` starts here. The file is validated whole before anything
+is estimated; a bad field is an ``InvalidInputError`` naming the file, the field's path
+(``workload.batch_sizes[1]``) and the value it holds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from knowledge_base.errors import InvalidInputError
+from knowledge_base.workload import WorkloadSpec
+
+__all__ = ["load_workload", "parse_workload"]
+
+
+def _path(location: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in location:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part in ("dnn_training", "generic"):
+            continue  # the discriminated union's branch name is not a field of the file
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def parse_workload(document: Any, source: str) -> WorkloadSpec:
+    """A WorkloadSpec from an already-parsed document."""
+    if not isinstance(document, dict):
+        raise InvalidInputError(
+            f"expected a mapping at the top, got {type(document).__name__}", source=source
+        )
+    try:
+        return WorkloadSpec.model_validate(document)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        message = first["msg"].removeprefix("Value error, ")
+        value = first.get("input")
+        if first["type"] == "missing":
+            value = None
+        raise InvalidInputError(
+            message, source=source, field=_path(tuple(first["loc"])) or None, value=value
+        ) from exc
+
+
+def load_workload(path: Path) -> WorkloadSpec:
+    """Read ``path`` (``.json`` as JSON, anything else as YAML) into a WorkloadSpec."""
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read: {exc.strerror}", source=source) from exc
+    try:
+        document = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"not JSON: {exc.msg} at line {exc.lineno}", source=source) from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise InvalidInputError(f"not YAML{where}: {exc}", source=source) from exc
+    return parse_workload(document, source)
