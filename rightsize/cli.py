@@ -7,7 +7,7 @@ import logging
 import typer
 
 from rightsize import __version__
-from rightsize.commands import catalog
+from rightsize.commands import catalog, plan
 
 app = typer.Typer(
     name="rightsize",
@@ -16,6 +16,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(catalog.app, name="catalog")
+app.command("plan")(plan.plan_command)
 
 
 def _version(value: bool) -> None:
