@@ -371,6 +371,54 @@ class SQLiteKnowledgeBase(KnowledgeBase):
 
         return await self._run(write)
 
+    async def processed_ids(self, consumer: str, event_ids: Sequence[str]) -> set[str]:
+        ids = list(dict.fromkeys(event_ids))
+
+        def read() -> set[str]:
+            found: set[str] = set()
+            for start in range(0, len(ids), 500):  # stay under SQLite's parameter limit
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self._select(
+                    "SELECT event_id FROM processed_events "
+                    f"WHERE consumer = ? AND event_id IN ({marks})",
+                    (consumer, *chunk),
+                )
+                found.update(row[0] for row in rows)
+            return found
+
+        return await self._run(read)
+
+    async def complete_events(
+        self, consumer: str, completions: Sequence[tuple[str, Sequence[OutboxMessage]]]
+    ) -> list[bool]:
+        now = utc_now().timestamp()
+
+        def write() -> list[bool]:
+            results: list[bool] = []
+            rows: list[tuple[str, str, str, str, str, str]] = []
+            with self._transaction() as conn:
+                for event_id, outbox in completions:
+                    inserted = conn.execute(
+                        "INSERT OR IGNORE INTO processed_events (consumer, event_id, processed_ts) "
+                        "VALUES (?, ?, ?)",
+                        (consumer, event_id, now),
+                    ).rowcount
+                    if inserted:
+                        rows.extend(
+                            (consumer, m.message_id, event_id, m.topic, m.key, m.value)
+                            for m in outbox
+                        )
+                    results.append(bool(inserted))
+                conn.executemany(
+                    "INSERT INTO outbox (consumer, message_id, event_id, topic, key, value) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+            return results
+
+        return await self._run(write)
+
     async def pending_outbox(self, consumer: str, limit: int = 1000) -> list[OutboxMessage]:
         rows = await self._run(
             lambda: self._select(

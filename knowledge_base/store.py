@@ -175,6 +175,20 @@ class KnowledgeBase(abc.ABC):
         Returns False, writing nothing, when the event was already completed.
         """
 
+    async def processed_ids(self, consumer: str, event_ids: Sequence[str]) -> set[str]:
+        """Which of ``event_ids`` ``consumer`` has completed; backends answer in one query."""
+        return {e for e in event_ids if await self.is_processed(consumer, e)}
+
+    async def complete_events(
+        self, consumer: str, completions: Sequence[tuple[str, Sequence[OutboxMessage]]]
+    ) -> list[bool]:
+        """``complete_event`` for many (event id, outbox) pairs, in order, in one write.
+
+        Returns, per pair, whether it was newly completed (False: already was; its outbox
+        is dropped). Backends store all pairs in one transaction.
+        """
+        return [await self.complete_event(consumer, e, outbox) for e, outbox in completions]
+
     @abc.abstractmethod
     async def pending_outbox(self, consumer: str, limit: int = 1000) -> list[OutboxMessage]:
         """Outbox messages of completed events not yet marked sent, oldest first."""

@@ -225,3 +225,20 @@ async def test_pruning_forgets_old_sent_events_but_keeps_unsent_outboxes(
     assert await kb.is_processed("agent", "old-unsent")  # its message is still owed
     assert [m.message_id for m in await kb.pending_outbox("agent")] == ["m-unsent"]
     assert await kb.prune_processed(T0) == 0  # nothing that old
+
+
+async def test_batch_completion_matches_one_at_a_time_semantics(kb: KnowledgeBase) -> None:
+    def out(i: int) -> list[OutboxMessage]:
+        return [OutboxMessage(message_id=f"m{i}", topic="t", key="k", value=str(i))]
+
+    await kb.complete_event("agent", "e1", out(1))
+    results = await kb.complete_events(
+        "agent", [("e1", out(1)), ("e2", out(2)), ("e2", out(9)), ("e3", [])]
+    )
+    assert results == [False, True, False, True]  # a repeat inside the batch is a repeat too
+    assert await kb.processed_ids("agent", ["e1", "e2", "e3", "e4", "e1"]) == {"e1", "e2", "e3"}
+    assert await kb.processed_ids("other", ["e1"]) == set()
+    assert [m.value for m in await kb.pending_outbox("agent")] == ["1", "2"]
+    many = [f"x{i}" for i in range(1200)]  # more ids than one SQL statement may carry
+    await kb.complete_events("agent", [(e, []) for e in many])
+    assert await kb.processed_ids("agent", many) == set(many)
