@@ -54,6 +54,7 @@ __all__ = [
     "EstimatorRetrainRequested",
     "EventSchemaError",
     "JobFinished",
+    "JobProgress",
     "JobStateChanged",
     "JobSubmitted",
     "MalformedEventError",
@@ -349,6 +350,19 @@ class JobStateChanged(Payload):
     previous: JobState | None = None
     state: JobState
     reason: str = ""
+
+
+@register_event("job.progress")
+class JobProgress(Payload):
+    """A running job reported how far it has got (its last RIGHTSIZE_PROGRESS line)."""
+
+    system: str = Field(min_length=1)
+    job_id: str = Field(min_length=1)
+    plan_id: str | None = None
+    unit: str = Field(min_length=1, description="The job's own unit: epoch, step...")
+    done: float = Field(ge=0)
+    total: float | None = Field(default=None, gt=0)
+    fraction: float | None = Field(default=None, ge=0, le=1)
 
 
 @register_event("job.finished")

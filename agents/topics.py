@@ -47,6 +47,7 @@ TOPIC_BY_EVENT_TYPE: Final[dict[str, str]] = {
     "profile.requested": PROFILES,
     "job.submitted": JOBS,
     "job.state_changed": JOBS,
+    "job.progress": JOBS,
     "job.finished": JOBS,
     "estimator.retrain_requested": ESTIMATORS,
     "diagnostic.ping": DIAGNOSTICS,

@@ -1,0 +1,173 @@
+"""Watching submitted jobs and telling the bus: state changes, progress, finished jobs.
+
+The Scheduler hands each job it submits to a ``JobMonitor``. Every poll asks the
+executor for the job's status and the tail of its output, lets the pure
+``tools.actuators.monitor.observe`` say what changed, and publishes:
+
+- ``job.state_changed`` on every state change (first sight included),
+- ``job.progress`` when the job printed a new ``RIGHTSIZE_PROGRESS unit=done/total`` line,
+- ``job.finished`` with the job's record once it ends; the job is then forgotten.
+
+Event ids derive from (system, job, what happened), so a monitor restarted after a crash
+re-publishes the same ids and consumers drop the repeats. A poll that fails transiently
+(the controller restarting) is logged and retried on the next poll; a job the executor
+no longer knows is reported once as UNKNOWN and forgotten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from agents.bus.base import Bus, Message
+from agents.events import Envelope, JobFinished, JobProgress, JobStateChanged, event_id_for
+from agents.topics import topic_for
+from knowledge_base.errors import RightsizeError
+from knowledge_base.records import JobRecord, JobState
+from tools.actuators.base import Executor
+from tools.actuators.model import JobNotFound, JobStatus
+from tools.actuators.monitor import Progress, observe, parse_progress
+
+__all__ = ["JobMonitor", "Watched"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Watched:
+    job_id: str
+    plan_id: str | None
+    last: JobStatus | None = None
+    progress: Progress | None = None
+
+
+class JobMonitor:
+    """Polls ``executor`` for the jobs it watches and publishes what changed on ``bus``."""
+
+    def __init__(
+        self, executor: Executor, bus: Bus, *, system: str, source: str = "scheduler"
+    ) -> None:
+        self.executor = executor
+        self.bus = bus
+        self.system = system
+        self.source = source
+        self._jobs: dict[str, Watched] = {}
+
+    def watch(self, job_id: str, plan_id: str | None = None) -> None:
+        self._jobs.setdefault(job_id, Watched(job_id, plan_id))
+
+    @property
+    def watching(self) -> list[str]:
+        return list(self._jobs)
+
+    async def poll_once(self) -> list[Envelope]:
+        """Look at every watched job once; returns (and publishes) the events it made."""
+        events: list[Envelope] = []
+        for job in list(self._jobs.values()):
+            try:
+                events.extend(await self._look(job))
+            except JobNotFound:
+                events.append(self._state_event(job, _unknown(job.job_id), "no longer known"))
+                del self._jobs[job.job_id]
+            except RightsizeError as exc:
+                if not exc.transient:
+                    raise
+                log.warning(
+                    "job %s/%s: status unavailable, will retry: %s", self.system, job.job_id, exc
+                )
+        if events:
+            await self.bus.publish_many([Message.of(topic_for(e.type), e) for e in events])
+        return events
+
+    async def run(self, interval_s: float, stop: asyncio.Event) -> None:
+        """Poll every ``interval_s`` until ``stop`` is set."""
+        while not stop.is_set():
+            await self.poll_once()
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=interval_s)
+            except TimeoutError:
+                continue
+
+    async def _look(self, job: Watched) -> list[Envelope]:
+        status = await self.executor.status(job.job_id)
+        progress = parse_progress(await self.executor.output_tail(job.job_id)) or job.progress
+        seen = observe(job.last, status, job.progress, progress)
+        job.last, job.progress = status, progress
+        if seen is None:
+            return []
+        events = []
+        if seen.state_changed:
+            events.append(self._state_event(job, status, status.reason, seen.previous_state))
+        if seen.progress_changed and seen.progress is not None:
+            events.append(self._progress_event(job, seen.progress))
+        if status.finished:
+            events.append(self._finished_event(job, status))
+            del self._jobs[job.job_id]
+        return events
+
+    def _envelope(
+        self, job: Watched, payload: JobStateChanged | JobProgress | JobFinished, *what: object
+    ) -> Envelope:
+        return Envelope.of(
+            payload,
+            source=self.source,
+            correlation_id=job.plan_id or f"{self.system}/{job.job_id}",
+            id=event_id_for(self.system, job.job_id, *what),
+        )
+
+    def _state_event(
+        self, job: Watched, status: JobStatus, reason: str, previous: str | None = None
+    ) -> Envelope:
+        payload = JobStateChanged(
+            system=self.system,
+            job_id=job.job_id,
+            plan_id=job.plan_id,
+            previous=JobState(previous) if previous else None,
+            state=status.state,
+            reason=reason,
+        )
+        return self._envelope(job, payload, "state", status.state.value)
+
+    def _progress_event(self, job: Watched, progress: Progress) -> Envelope:
+        payload = JobProgress(
+            system=self.system,
+            job_id=job.job_id,
+            plan_id=job.plan_id,
+            unit=progress.unit,
+            done=progress.done,
+            total=progress.total,
+            fraction=progress.fraction,
+        )
+        return self._envelope(job, payload, "progress", progress.unit, progress.done)
+
+    def _finished_event(self, job: Watched, status: JobStatus) -> Envelope:
+        submit = status.submit_time or status.end_time or status.start_time
+        assert submit is not None, "a finished job has at least one timestamp"
+        record = JobRecord(
+            job_id=job.job_id,
+            system=self.system,
+            partition=status.partition,
+            application=status.name,
+            state=status.state,
+            submit_time=submit,
+            start_time=status.start_time,
+            end_time=status.end_time,
+            wait_s=_seconds(submit, status.start_time),
+            run_s=_seconds(status.start_time, status.end_time),
+            exit_code=status.exit_code,
+            plan_id=job.plan_id,
+            source=f"monitor ({self.executor.backend})",
+        )
+        return self._envelope(job, JobFinished(job=record), "finished")
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> int | None:
+    if start is None or end is None:
+        return None
+    return max(0, int((end - start).total_seconds()))
+
+
+def _unknown(job_id: str) -> JobStatus:
+    return JobStatus(job_id=job_id, state=JobState.UNKNOWN, native_state="UNKNOWN")

@@ -1,0 +1,134 @@
+"""Job monitoring onto the bus: state changes, progress and finished jobs become events."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from agents.bus.memory import InMemoryBus
+from agents.events import Envelope, JobFinished, JobProgress, JobStateChanged, decode_event
+from agents.monitor import JobMonitor
+from agents.topics import JOBS
+from knowledge_base.importers.slurm import import_slurm_system
+from knowledge_base.records import JobState
+from tests.agents.conftest import drain, unique
+from tools.actuators.model import JobRequest, SimulatedWork
+from tools.actuators.simulated import ManualClock, SimulatedCluster
+from tools.actuators.slurm import SlurmExecutor
+
+
+def _request(tmp_path: Path, **overrides: object) -> JobRequest:
+    fields: dict[str, object] = dict(
+        name="train",
+        partition="batch",
+        command="python train.py",
+        memory_mb=100,
+        walltime_s=300,
+        working_dir=tmp_path,
+        simulated=SimulatedWork(run_s=120),
+    )
+    fields.update(overrides)
+    return JobRequest.model_validate(fields)
+
+
+async def _events(bus: InMemoryBus, count: int) -> list[Envelope]:
+    async with bus.consumer([JOBS], group_id=unique("reader")) as consumer:
+        return [decode_event(r.value) for r in await drain(consumer, count, timeout_s=10)]
+
+
+async def test_a_job_watched_to_the_end_yields_states_progress_and_its_record(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    cluster = SimulatedCluster(nodes=1, cores_per_node=4, memory_mb_per_node=8000, clock=clock)
+    async with InMemoryBus() as bus:
+        await bus.create_topics([JOBS])
+        monitor = JobMonitor(cluster, bus, system="sim")
+        job_id = await cluster.submit(_request(tmp_path, plan_id="plan-1"))
+        monitor.watch(job_id, plan_id="plan-1")
+        first = await monitor.poll_once()  # running from the start, at second 0
+        clock.advance(60)
+        middle = await monitor.poll_once()
+        assert await monitor.poll_once() == []  # nothing changed, nothing said
+        clock.advance(120)
+        last = await monitor.poll_once()
+        assert monitor.watching == []  # finished jobs are forgotten
+
+        published = await _events(bus, len(first) + len(middle) + len(last))
+    types = [e.type for e in published]
+    assert types == [
+        "job.state_changed",
+        "job.progress",
+        "job.progress",
+        "job.state_changed",
+        "job.progress",
+        "job.finished",
+    ]
+    assert all(e.correlation_id == "plan-1" for e in published)
+    changes = [e.payload_as(JobStateChanged) for e in published if e.type == "job.state_changed"]
+    assert [(c.previous, c.state) for c in changes] == [
+        (None, JobState.RUNNING),
+        (JobState.RUNNING, JobState.COMPLETED),
+    ]
+    halfway = published[2].payload_as(JobProgress)
+    assert (halfway.unit, halfway.done, halfway.total, halfway.fraction) == ("second", 60, 120, 0.5)
+    record = published[-1].payload_as(JobFinished).job
+    assert (record.state, record.run_s, record.plan_id) == (JobState.COMPLETED, 120, "plan-1")
+
+
+async def test_restarted_monitor_republishes_the_same_event_ids(tmp_path: Path) -> None:
+    clock = ManualClock()
+    cluster = SimulatedCluster(nodes=1, cores_per_node=4, memory_mb_per_node=8000, clock=clock)
+    async with InMemoryBus() as bus:
+        job_id = await cluster.submit(_request(tmp_path))
+        before, after = (
+            JobMonitor(cluster, bus, system="sim"),
+            JobMonitor(cluster, bus, system="sim"),
+        )
+        before.watch(job_id)
+        after.watch(job_id)
+        ids_before = [e.id for e in await before.poll_once()]
+        ids_after = [e.id for e in await after.poll_once()]
+    assert ids_before == ids_after  # consumers drop the repeats by id
+
+
+async def test_a_job_the_executor_forgot_is_reported_unknown_once(tmp_path: Path) -> None:
+    cluster = SimulatedCluster(nodes=1, cores_per_node=4, memory_mb_per_node=8000)
+    async with InMemoryBus() as bus:
+        monitor = JobMonitor(cluster, bus, system="sim")
+        monitor.watch("4242")
+        events = await monitor.poll_once()
+        assert [e.payload_as(JobStateChanged).state for e in events] == [JobState.UNKNOWN]
+        assert monitor.watching == []
+
+
+@pytest.mark.slurm
+async def test_progress_printed_by_a_real_slurm_job_reaches_the_bus(
+    slurm_cluster: dict[str, str], tmp_path: Path
+) -> None:
+    tmp_path.chmod(0o777)
+    script = (
+        f'{sys.executable} -c "import time\n'
+        "for e in range(1, 4):\n"
+        "    time.sleep(1); print(f'RIGHTSIZE_PROGRESS epoch={e}/3', flush=True)\""
+    )
+    executor = SlurmExecutor(system=import_slurm_system("local", "lab"))
+    async with InMemoryBus() as bus:
+        monitor = JobMonitor(executor, bus, system="local")
+        job_id = await executor.submit(
+            _request(tmp_path, command=script, walltime_s=60, partition="debug")
+        )
+        monitor.watch(job_id)
+        seen: list[Envelope] = []
+        for _ in range(120):
+            seen.extend(await monitor.poll_once())
+            if not monitor.watching:
+                break
+            await asyncio.sleep(0.5)
+    finals = [e.payload_as(JobProgress) for e in seen if e.type == "job.progress"]
+    assert finals[-1].done == 3
+    assert finals[-1].fraction == 1.0
+    assert seen[-1].payload_as(JobFinished).job.state is JobState.COMPLETED
