@@ -7,7 +7,7 @@ import logging
 import typer
 
 from rightsize import __version__
-from rightsize.commands import catalog, plan
+from rightsize.commands import catalog, history, plan
 
 app = typer.Typer(
     name="rightsize",
@@ -17,6 +17,7 @@ app = typer.Typer(
 )
 app.add_typer(catalog.app, name="catalog")
 app.command("plan")(plan.plan_command)
+app.command("history-bench")(history.history_bench)
 
 
 def _version(value: bool) -> None:

@@ -167,6 +167,6 @@ def train_history(
     finished = [r for r in records if r.run_s is not None and r.end_time is not None]
     if len(finished) < estimator.config.first_train_jobs:
         return None
-    for record in sorted(finished, key=lambda r: r.submit_time):
-        estimator.observe(HistoryJob.from_job_record(record))
+    # Replayed as it happened, so no row's features see jobs that ended after it began.
+    estimator.learn_history(HistoryJob.from_job_record(record) for record in finished)
     return estimator if estimator.model is not None else None

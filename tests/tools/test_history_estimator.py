@@ -1,0 +1,269 @@
+"""The history estimator, its features and baselines: online, no future, quantiles."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from knowledge_base.records import JobRecord, JobState
+from tools.estimators import (
+    FEATURE_NAMES,
+    FeatureState,
+    HistoryConfig,
+    HistoryEstimator,
+    HistoryJob,
+    LastTwo,
+    ReplayResult,
+    history_job_from_swf,
+    replay,
+    score,
+)
+from tools.traces import read_swf
+
+KTH = "KTH-SP2-1996-2.1-cln.swf.gz"
+# Small, quick models for behaviour tests; the defaults are exercised on the KTH slice.
+QUICK = HistoryConfig(
+    first_train_jobs=200,
+    retrain_min_jobs=200,
+    retrain_fraction=0.0,
+    estimate_trees=8,
+    quantile_trees=8,
+    max_depth=3,
+    threads=1,
+)
+NEVER_TRAINS = HistoryConfig(first_train_jobs=10**9)
+
+
+def _kth_jobs(shared_data: Path, limit: int | None = None) -> list[HistoryJob]:
+    header, jobs, _ = read_swf(shared_data / "traces" / KTH)
+    return [history_job_from_swf(job, header) for job in jobs[:limit]]
+
+
+@pytest.fixture(scope="module")
+def kth_slice(shared_data: Path) -> ReplayResult:
+    """The first 3,000 KTH jobs through the default estimator."""
+    return replay(_kth_jobs(shared_data, 3000))
+
+
+def _scored(result: ReplayResult) -> np.ndarray:
+    run = np.array([job.run_s or 0.0 for job in result.jobs])
+    return (run > 0) & (result.user_request_s > 0)
+
+
+def _job(index: int, user: str, run_s: float, requested_s: float = 20_000.0) -> HistoryJob:
+    submit = 600.0 * index
+    return HistoryJob(
+        job_id=str(index),
+        submit_time_s=submit,
+        user=user,
+        procs=8,
+        requested_time_s=requested_s,
+        run_s=run_s,
+        end_time_s=submit + run_s,
+        state=JobState.COMPLETED,
+    )
+
+
+def test_score_is_tsafrirs_accuracy_with_median_ape_in_percent_and_under_rate() -> None:
+    figures = score([50.0, 200.0, 100.0], [100.0, 100.0, 100.0])
+    assert figures.accuracy == pytest.approx((0.5 + 0.5 + 1.0) / 3)
+    assert figures.median_ape == pytest.approx(50.0)
+    assert figures.under_rate == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="positive"):
+        score([0.0], [1.0])
+
+
+def test_last_two_falls_back_to_the_request_then_averages_finished_runs_capped() -> None:
+    easy = LastTwo()
+    job = _job(10, "u", run_s=0.0, requested_s=500.0)
+    assert easy.predict(job) == 500.0
+    easy.observe(_job(1, "u", 100.0))
+    assert easy.predict(job) == 500.0  # one finished job is not enough
+    easy.observe(_job(2, "u", 300.0))
+    assert easy.predict(job) == 200.0
+    easy.observe(_job(3, "u", 1300.0))
+    assert easy.predict(job) == 500.0  # mean 800, capped at the request
+    assert easy.predict(dataclasses.replace(job, user="other")) == 500.0
+
+
+def test_baselines_reproduce_the_published_kth_figures(shared_data: Path) -> None:
+    """User request 0.47 / 0.02; last-2 0.59 / 0.48 when taken in submit order (which uses
+    run times not yet known at submit time); the online last-2 is lower."""
+    result = replay(_kth_jobs(shared_data), NEVER_TRAINS)
+    scored = _scored(result)
+    run = np.array([job.run_s or 0.0 for job in result.jobs])[scored]
+    request = score(result.user_request_s[scored], run)
+    submit_order = score(np.maximum(result.last2_submit_order_s[scored], 1.0), run)
+    online = score(np.maximum(result.last2_s[scored], 1.0), run)
+    assert (round(request.accuracy, 2), round(request.under_rate, 2)) == (0.47, 0.02)
+    assert (round(submit_order.accuracy, 2), round(submit_order.under_rate, 2)) == (0.59, 0.48)
+    assert online.accuracy < submit_order.accuracy
+
+
+def test_a_feature_row_never_reads_the_jobs_own_outcome() -> None:
+    state = FeatureState()
+    for index in range(5):
+        job = _job(index, "u", 100.0 * (index + 1))
+        state.submitted(job)
+        state.finished(job)
+    asked = _job(9, "u", 0.0)
+    blind = HistoryJob(
+        job_id="9",
+        submit_time_s=asked.submit_time_s,
+        user="u",
+        procs=8,
+        requested_time_s=asked.requested_time_s,
+    )
+    assert len(state.row(asked)) == len(FEATURE_NAMES)
+    assert np.array_equal(
+        np.array(state.row(asked)),
+        np.array(state.row(dataclasses.replace(blind, run_s=1e6, end_time_s=1e9))),
+        equal_nan=True,
+    )
+
+
+def test_replayed_predictions_do_not_change_when_the_future_changes(shared_data: Path) -> None:
+    jobs = _kth_jobs(shared_data, 2000)
+    ordered = sorted(jobs, key=lambda job: job.submit_time_s)
+    cut_s = ordered[1400].submit_time_s
+    # Every job submitted from the cut on runs ten times longer and ends later.
+    changed = [
+        dataclasses.replace(job, run_s=job.run_s * 10, end_time_s=job.end_time_s + job.run_s * 9)
+        if job.submit_time_s >= cut_s and job.run_s is not None and job.end_time_s is not None
+        else job
+        for job in jobs
+    ]
+    before, after = replay(jobs, QUICK), replay(changed, QUICK)
+    assert before.retrains >= 3
+    earlier = np.array([job.submit_time_s < cut_s for job in before.jobs])
+    for name in ("runtime_estimate_s", "runtime_p50_s", "runtime_safe_s"):
+        assert np.array_equal(
+            getattr(before.model, name)[earlier], getattr(after.model, name)[earlier]
+        ), name
+    assert np.array_equal(before.last2_s[earlier], after.last2_s[earlier], equal_nan=True)
+    assert not np.array_equal(before.model.runtime_p50_s, after.model.runtime_p50_s)
+
+
+def test_the_estimator_learns_only_from_jobs_that_have_ended() -> None:
+    estimator = HistoryEstimator(QUICK)
+    jobs = [_job(i, f"u{i % 3}", 100.0 + i) for i in range(300)]
+    for job in jobs:
+        estimator.submit(job)
+    assert estimator.model is None  # submitted, none ended: nothing to learn from
+    for job in jobs[:199]:
+        estimator.observe(job)
+    assert estimator.model is None
+    estimator.observe(jobs[199])
+    assert estimator.model is not None and estimator.model.version == 1
+    assert estimator.model.trained_on_jobs == 200
+    for job in jobs[200:]:
+        estimator.observe(job)
+    assert estimator.model.version == 1  # next retrain after another 200
+
+
+def test_predict_is_a_what_if_that_changes_nothing() -> None:
+    estimator = HistoryEstimator(QUICK)
+    estimator.learn_history(_job(i, "u", 100.0) for i in range(250))
+    job = _job(1000, "u", 0.0)
+    row = estimator.state.row(job)
+    first = estimator.predict(job)
+    assert estimator.predict(job) == first
+    assert np.array_equal(np.array(estimator.state.row(job)), np.array(row), equal_nan=True)
+
+
+def test_a_user_with_short_jobs_and_one_with_long_jobs_get_their_own_estimates() -> None:
+    rng = random.Random(5)
+    history = [
+        _job(i, user, run * rng.uniform(0.9, 1.1))
+        for i, (user, run) in enumerate(
+            ("short", 100.0) if i % 2 else ("long", 10_000.0) for i in range(600)
+        )
+    ]
+    estimator = HistoryEstimator(QUICK)
+    assert estimator.learn_history(history) == 600
+    short = estimator.predict(_job(700, "short", 0.0))
+    long = estimator.predict(_job(701, "long", 0.0))
+    assert short.source == long.source == "model"
+    assert 50 < short.runtime_estimate_s < 200 < 5000 < long.runtime_estimate_s < 20_000
+    for prediction in (short, long):
+        assert prediction.runtime_p50_s <= prediction.runtime_safe_s <= 20_000.0
+        interval = prediction.runtime_interval()
+        assert interval.high == prediction.runtime_safe_s
+        assert interval.coverage == pytest.approx(0.96)
+
+
+def test_before_any_training_it_falls_back_to_easy_plus_plus_and_the_request() -> None:
+    estimator = HistoryEstimator(QUICK)
+    fresh = estimator.predict(_job(5, "u", 0.0, requested_s=900.0))
+    assert fresh.source == "fallback"
+    assert fresh.runtime_estimate_s == fresh.runtime_safe_s == pytest.approx(900.0)
+    estimator.observe(_job(1, "u", 100.0))
+    estimator.observe(_job(2, "u", 300.0))
+    easy = estimator.predict(_job(5, "u", 0.0, requested_s=900.0))
+    assert easy.runtime_estimate_s == pytest.approx(200.0)
+
+
+def test_memory_model_trains_on_real_use_and_stays_off_when_use_echoes_the_request() -> None:
+    def with_memory(job: HistoryJob, used_kb: float) -> HistoryJob:
+        return dataclasses.replace(
+            job, requested_memory_kb_per_proc=65_536.0, used_memory_kb_per_proc=used_kb
+        )
+
+    real = HistoryEstimator(QUICK)
+    real.learn_history(
+        with_memory(_job(i, f"u{i % 2}", 100.0), 1000.0 if i % 2 else 30_000.0) for i in range(400)
+    )
+    assert real.memory_enabled and real.model is not None and real.model.memory is not None
+    small = real.predict(with_memory(_job(900, "u1", 0.0), 0.0))
+    assert small.memory_p50_kb_per_proc is not None
+    assert 500 < small.memory_p50_kb_per_proc < 2000 <= (small.memory_safe_kb_per_proc or 0)
+
+    echoed = HistoryEstimator(QUICK)
+    echoed.learn_history(with_memory(_job(i, "u", 100.0), 65_536.0) for i in range(400))
+    assert not echoed.memory_enabled
+    assert echoed.model is not None and echoed.model.memory is None
+
+
+def test_job_records_convert_memory_to_kb_per_processor() -> None:
+    record = JobRecord(
+        job_id="42",
+        system="pitzer",
+        user="alice",
+        submit_time=datetime(2024, 1, 1, tzinfo=UTC),
+        end_time=datetime(2024, 1, 1, 1, tzinfo=UTC),
+        run_s=3000,
+        requested_cores=4,
+        requested_memory_mb=8,
+        requested_walltime_s=3600,
+        used_memory_mb=2,
+    )
+    job = HistoryJob.from_job_record(record)
+    assert (job.procs, job.requested_memory_kb_per_proc, job.used_memory_kb_per_proc) == (
+        4,
+        2048.0,
+        512.0,
+    )
+    assert job.end_time_s == job.submit_time_s + 3600
+
+
+def test_default_model_on_a_kth_slice_beats_last_two_and_keeps_safe_under_rate_low(
+    kth_slice: ReplayResult,
+) -> None:
+    scored = _scored(kth_slice)
+    run = np.array([job.run_s or 0.0 for job in kth_slice.jobs])[scored]
+    model = kth_slice.model
+    estimate = score(model.runtime_estimate_s[scored], run)
+    last2 = score(np.maximum(kth_slice.last2_s[scored], 1.0), run)
+    safe = score(model.runtime_safe_s[scored], run)
+    assert kth_slice.retrains >= 1
+    assert estimate.accuracy > last2.accuracy
+    assert safe.under_rate < 0.1
+    assert np.all(model.runtime_p50_s <= model.runtime_safe_s)
+    assert not kth_slice.memory_enabled  # KTH records no memory
+    assert all(math.isfinite(v) for v in model.runtime_estimate_s)
