@@ -7,7 +7,7 @@ import logging
 import typer
 
 from rightsize import __version__
-from rightsize.commands import catalog, history, plan
+from rightsize.commands import catalog, history, plan, simulate
 
 app = typer.Typer(
     name="rightsize",
@@ -18,6 +18,7 @@ app = typer.Typer(
 app.add_typer(catalog.app, name="catalog")
 app.command("plan")(plan.plan_command)
 app.command("history-bench")(history.history_bench)
+app.command("simulate")(simulate.simulate_command)
 
 
 def _version(value: bool) -> None:

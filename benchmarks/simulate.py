@@ -1,0 +1,78 @@
+"""Replay speed of the simulator on every shared trace: jobs per second by policy.
+
+    python benchmarks/simulate.py [--repeats 5] [--json]
+
+Loading the trace and compiling the core are not timed (the core is compiled, or loaded
+from numba's cache, once per process); each figure is the median of ``--repeats`` whole-
+trace replays. Targets (issue #10): EASY >= 500,000 jobs/s on SDSC-SP2, and never below
+100,000 jobs/s on any shared trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from simulations.replay import replay
+from simulations.workload import load_swf
+
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--traces", type=Path, default=TRACES)
+    args = parser.parse_args()
+    rows = []
+    for trace in sorted(args.traces.glob("*.swf.gz")):
+        began = time.perf_counter()
+        workload = load_swf(trace)
+        load_s = time.perf_counter() - began
+        for policy in ("fcfs", "easy", "conservative"):
+            runs = [replay(workload, policy=policy) for _ in range(args.repeats)]
+            rates = [r.result.jobs_per_s for r in runs]
+            rows.append(
+                {
+                    "trace": trace.name.split("-cln")[0].removesuffix(".swf.gz"),
+                    "jobs": workload.jobs,
+                    "procs": workload.machine_procs,
+                    "policy": policy,
+                    "jobs_per_s": statistics.median(rates),
+                    "seconds": statistics.median(r.result.seconds for r in runs),
+                    "mean_bsld": runs[0].result.mean_bsld,
+                    "load_s": load_s,
+                }
+            )
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(
+        f"# {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"load average {os.getloadavg()[0]:.1f}; median of {args.repeats} replays"
+    )
+    print(
+        f"{'trace':<18} {'jobs':>8} {'procs':>6} {'policy':<13} {'jobs/s':>12} "
+        f"{'replay s':>9} {'mean bsld':>10}"
+    )
+    for r in rows:
+        print(
+            f"{r['trace']:<18} {r['jobs']:>8,} {r['procs']:>6} {r['policy']:<13} "
+            f"{r['jobs_per_s']:>12,.0f} {r['seconds']:>9.3f} {r['mean_bsld']:>10.2f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Replaying a workload under a policy and an estimate: the simulator's one entry point."""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+import numpy as np
+
+from knowledge_base.errors import InvalidInputError
+from simulations.engine import CONSERVATIVE, EASY, FCFS, simulate_arrays, warm_up
+from simulations.metrics import SimulationResult, summarize
+from simulations.workload import Workload
+
+__all__ = ["Estimate", "Policy", "Schedule", "replay"]
+
+Policy = Literal["fcfs", "easy", "conservative"]
+Estimate = Literal["user", "last2", "model"]
+_POLICIES = {"fcfs": FCFS, "easy": EASY, "conservative": CONSERVATIVE}
+
+
+class Schedule:
+    """A replay's per-job outcome next to its summary."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        start_s: np.ndarray,
+        end_s: np.ndarray,
+        killed: np.ndarray,
+        reservation_s: np.ndarray,
+        result: SimulationResult,
+    ) -> None:
+        self.workload = workload
+        self.start_s = start_s
+        self.end_s = end_s
+        self.killed = killed
+        self.reservation_s = reservation_s
+        self.result = result
+
+    @property
+    def wait_s(self) -> np.ndarray:
+        wait: np.ndarray = self.start_s - self.workload.submit_s
+        return wait
+
+
+def replay(
+    workload: Workload,
+    *,
+    policy: Policy = "easy",
+    estimate: Estimate = "user",
+    model_estimates_s: np.ndarray | None = None,
+) -> Schedule:
+    """Simulate ``workload``; ``model`` needs one estimate per job (e.g. history p50)."""
+    if policy not in _POLICIES:
+        raise InvalidInputError(
+            f"unknown policy; use one of {sorted(_POLICIES)}", field="policy", value=policy
+        )
+    if estimate == "model":
+        if model_estimates_s is None or model_estimates_s.shape != workload.submit_s.shape:
+            raise InvalidInputError(
+                "the model estimate needs one prediction per job",
+                field="estimate",
+                value=estimate,
+            )
+        est = np.minimum(np.maximum(model_estimates_s.astype(np.int64), 1), workload.req_s)
+    elif estimate in ("user", "last2"):
+        est = workload.req_s.copy()
+    else:
+        raise InvalidInputError(
+            "unknown estimate; use user, last2 or model", field="estimate", value=estimate
+        )
+    warm_up()
+    began = time.perf_counter()
+    start, end, killed, reservation = simulate_arrays(
+        submit_s=workload.submit_s,
+        run_s=workload.run_s,
+        req_s=workload.req_s,
+        procs=workload.procs,
+        est_s=est,
+        user=workload.user,
+        machine_procs=workload.machine_procs,
+        policy=_POLICIES[policy],
+        last2=estimate == "last2",
+    )
+    seconds = time.perf_counter() - began
+    figures = summarize(
+        submit_s=workload.submit_s,
+        start_s=start,
+        end_s=end,
+        procs=workload.procs,
+        killed=killed,
+        machine_procs=workload.machine_procs,
+    )
+    result = SimulationResult(
+        jobs=workload.jobs,
+        dropped=sum(workload.dropped.values()),
+        seconds=seconds,
+        jobs_per_s=workload.jobs / seconds if seconds > 0 else float("inf"),
+        policy=policy,
+        estimate=estimate,
+        trace=workload.name,
+        machine_procs=workload.machine_procs,
+        dropped_by_reason=dict(workload.dropped),
+        **figures,
+    )
+    return Schedule(workload, start, end, killed, reservation, result)

@@ -1,0 +1,123 @@
+"""A replay report: PNG plots per run and one HTML page comparing the runs."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display here or in CI
+import matplotlib.pyplot as plt
+import numpy as np
+
+from simulations.metrics import bounded_slowdown
+from simulations.replay import Schedule
+
+__all__ = ["write_report"]
+
+
+def _label(schedule: Schedule) -> str:
+    r = schedule.result
+    return f"{r.policy}-{r.estimate}"
+
+
+def _utilization_series(schedule: Schedule, bins: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    start, end, procs = schedule.start_s, schedule.end_s, schedule.workload.procs
+    t0, t1 = int(start.min()), int(end.max())
+    edges = np.linspace(t0, t1, bins + 1)
+    busy = np.zeros(bins)
+    for k in range(bins):
+        lo, hi = edges[k], edges[k + 1]
+        overlap = np.clip(np.minimum(end, hi) - np.maximum(start, lo), 0, None)
+        busy[k] = (overlap * procs).sum() / ((hi - lo) * schedule.workload.machine_procs)
+    return (edges[:-1] - t0) / 86400.0, busy
+
+
+def write_report(schedules: list[Schedule], directory: str | Path) -> Path:
+    """Write wait/bsld distributions and utilization over time, and ``index.html``."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = {
+        "wait.png": "Wait time distribution",
+        "bsld.png": "Bounded slowdown distribution",
+        "utilization.png": "Utilization over time",
+    }
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for s in schedules:
+        wait_h = np.sort(s.wait_s / 3600.0)
+        ax.plot(wait_h, np.linspace(0, 1, wait_h.size), label=_label(s))
+    ax.set(
+        xscale="symlog", xlabel="wait (hours)", ylabel="fraction of jobs", title=figures["wait.png"]
+    )
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "wait.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for s in schedules:
+        bsld = np.sort(
+            bounded_slowdown(s.wait_s.astype(float), (s.end_s - s.start_s).astype(float))
+        )
+        ax.plot(bsld, np.linspace(0, 1, bsld.size), label=_label(s))
+    ax.set(
+        xscale="log",
+        xlabel="bounded slowdown",
+        ylabel="fraction of jobs",
+        title=figures["bsld.png"],
+    )
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "bsld.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for s in schedules:
+        days, busy = _utilization_series(s)
+        ax.plot(days, busy, label=_label(s), linewidth=0.8)
+    ax.set(
+        xlabel="days since the first job",
+        ylabel="utilization",
+        ylim=(0, 1.05),
+        title=figures["utilization.png"],
+    )
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "utilization.png", dpi=110)
+    plt.close(fig)
+
+    keys = [
+        "jobs",
+        "dropped",
+        "mean_wait_s",
+        "p50_wait_s",
+        "p90_wait_s",
+        "mean_bsld",
+        "utilization",
+        "killed",
+        "makespan_s",
+        "jobs_per_s",
+    ]
+    header = "".join(f"<th>{k}</th>" for k in ["run", *keys])
+    rows = []
+    for s in schedules:
+        data = s.result.model_dump()
+        cells = "".join(
+            f"<td>{data[k]:,.3f}</td>" if isinstance(data[k], float) else f"<td>{data[k]:,}</td>"
+            for k in keys
+        )
+        rows.append(f"<tr><td>{html.escape(_label(s))}</td>{cells}</tr>")
+    trace = html.escape(schedules[0].result.trace) if schedules else ""
+    images = "".join(
+        f'<h2>{html.escape(title)}</h2><img src="{name}" alt="{html.escape(title)}">'
+        for name, title in figures.items()
+    )
+    page = (
+        "<!doctype html><meta charset='utf-8'><title>Rightsize replay</title>"
+        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:.3em .8em;"
+        "text-align:right;border-bottom:1px solid #ddd}</style>"
+        f"<h1>Replay of {trace}</h1><table><tr>{header}</tr>{''.join(rows)}</table>{images}"
+    )
+    (out / "index.html").write_text(page, encoding="utf-8")
+    return out / "index.html"

@@ -1,0 +1,122 @@
+"""The scheduling core against hand-computed schedules, and invariants over real traces."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulations.replay import Policy, replay
+from simulations.workload import Workload, load_swf
+
+
+def _workload(
+    jobs: list[tuple[int, int, int, int]], machine: int = 10, users: list[int] | None = None
+) -> Workload:
+    """jobs: (submit, procs, run, request) in seconds and processors."""
+    table = np.array(jobs, dtype=np.int64)
+    return Workload(
+        name="hand",
+        machine_procs=machine,
+        submit_s=table[:, 0],
+        procs=table[:, 1],
+        run_s=table[:, 2],
+        req_s=table[:, 3],
+        user=np.array(users if users is not None else [-1] * len(jobs), dtype=np.int64),
+        job_ids=np.arange(1, len(jobs) + 1),
+        dropped=Counter(),
+    )
+
+
+def _starts(workload: Workload, policy: Policy, **kwargs: object) -> list[int]:
+    return replay(workload, policy=policy, **kwargs).start_s.tolist()  # type: ignore[arg-type]
+
+
+def test_easy_backfills_a_short_job_that_ends_before_the_heads_reservation() -> None:
+    # J1 holds 6 of 10 processors until 100; J2 (6) must wait for it; J3 (4 procs,
+    # 50 s) fits now and ends at 52, before J2's reservation at 100.
+    w = _workload([(0, 6, 100, 100), (1, 6, 50, 50), (2, 4, 50, 50)])
+    assert _starts(w, "easy") == [0, 100, 2]
+    assert _starts(w, "fcfs") == [0, 100, 100]  # no backfill: J3 waits for J2 to start
+
+
+def test_easy_refuses_a_backfill_that_would_delay_the_head() -> None:
+    # J2 needs 8: at its reservation (100) only 2 processors are spare, so J3 (4 procs,
+    # 200 s) would push J2 back: it must wait until J2 is done.
+    w = _workload([(0, 6, 100, 100), (1, 8, 50, 50), (2, 4, 200, 200)])
+    assert _starts(w, "easy") == [0, 100, 150]
+
+
+def test_conservative_protects_every_reservation_where_easy_protects_only_the_heads() -> None:
+    # J4 (4 procs, 250 s) fits in the processors spare at J2's reservation, so EASY starts
+    # it at once, which delays J3 to 253. Conservative also reserves J3 (at 200) and
+    # starts J4 only after it.
+    w = _workload([(0, 6, 100, 100), (1, 6, 100, 100), (2, 8, 100, 100), (3, 4, 250, 250)])
+    assert _starts(w, "easy") == [0, 100, 253, 3]
+    assert _starts(w, "conservative") == [0, 100, 200, 300]
+
+
+def test_jobs_are_killed_at_their_request() -> None:
+    schedule = replay(_workload([(0, 2, 500, 100), (10, 2, 50, 100)]), policy="easy")
+    assert schedule.end_s.tolist() == [100, 60]
+    assert schedule.killed.tolist() == [True, False]
+    assert schedule.result.killed == 1
+
+
+def test_last2_predicts_from_the_users_last_two_finished_jobs() -> None:
+    # User 0's first two jobs ran 20 s and 40 s of 1000 requested; the third job's
+    # estimate is 30 s, which lets it backfill before the head's reservation (t=100)
+    # where the request (1000 s) would not.
+    jobs = [
+        (0, 1, 20, 1000),
+        (0, 1, 40, 1000),
+        (50, 10, 10, 10),
+        (60, 6, 100, 100),
+        (61, 10, 10, 10),
+        (62, 4, 30, 1000),
+    ]
+    users = [0, 0, 1, 1, 1, 0]
+    w = _workload(jobs, users=users)
+    assert _starts(w, "easy", estimate="user")[5] == 170
+    assert _starts(w, "easy", estimate="last2")[5] == 62
+
+
+def _in_use_never_exceeds(
+    start: np.ndarray, end: np.ndarray, procs: np.ndarray, machine: int
+) -> bool:
+    times = np.concatenate([start, end])
+    deltas = np.concatenate([procs, -procs])
+    order = np.lexsort((deltas, times))  # at equal times, ends (negative) first
+    return bool(np.cumsum(deltas[order]).max() <= machine)
+
+
+@pytest.fixture(scope="module")
+def kth(shared_data: Path) -> Workload:
+    return load_swf(shared_data / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz")
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "easy", "conservative"])
+def test_whole_trace_invariants_hold(kth: Workload, policy: Policy) -> None:
+    schedule = replay(kth, policy=policy)
+    assert (schedule.start_s >= kth.submit_s).all(), "a job started before it was submitted"
+    assert _in_use_never_exceeds(schedule.start_s, schedule.end_s, kth.procs, kth.machine_procs)
+    assert (schedule.end_s - schedule.start_s == np.minimum(kth.run_s, kth.req_s)).all()
+    assert 0 < schedule.result.utilization <= 1
+
+
+def test_easy_with_exact_estimates_never_delays_a_head_past_its_reservation(
+    kth: Workload,
+) -> None:
+    exact = np.minimum(kth.run_s, kth.req_s)
+    schedule = replay(kth, policy="easy", estimate="model", model_estimates_s=exact)
+    had = schedule.reservation_s >= 0
+    assert had.sum() > 1000  # the trace really exercises reservations
+    assert (schedule.start_s[had] <= schedule.reservation_s[had]).all()
+
+
+def test_every_shared_trace_loads_with_drops_counted(shared_data: Path) -> None:
+    theta = load_swf(shared_data / "traces" / "ALCF-Theta-2022.swf.gz")
+    assert theta.jobs > 20000
+    assert sum(theta.dropped.values()) + theta.jobs <= 23911
