@@ -382,8 +382,9 @@ class SlurmExecutor(Executor):
                         else None
                     ),
                     run_s=run_s,
-                    requested_nodes=int(record.get("NodeCnt") or 1),
-                    requested_cores=int(record.get("ProcCnt") or 1),
+                    # A job cancelled while pending never had nodes: SLURM logs 0.
+                    requested_nodes=int(record.get("NodeCnt") or 0) or None,
+                    requested_cores=int(record.get("ProcCnt") or 0) or None,
                     requested_walltime_s=int(record.get("TimeLimit") or 0) * 60 or None,
                     exit_code=status.exit_code,
                     source="slurm jobcomp",

@@ -188,3 +188,20 @@ async def test_long_job_is_cancelled_while_pending_behind_another(
         assert (await slurm.finished(second)).state is JobState.CANCELLED
     finally:
         await slurm.executor.cancel(first)
+
+
+@pytest.mark.slurm
+async def test_a_job_cancelled_while_pending_is_accounted_without_nodes(
+    slurm: Harness, workdir: Path
+) -> None:
+    """SLURM logs NodeCnt=0 ProcCnt=0 for a job that never got nodes."""
+    blocker = await slurm.executor.submit(
+        long_job(workdir).model_copy(update={"tasks_per_node": 2})
+    )
+    waiting = await slurm.executor.submit(long_job(workdir))
+    await slurm.executor.cancel(waiting)
+    await slurm.executor.cancel(blocker)
+    await slurm.finished(waiting)
+    records = {r.job_id: r for r in await slurm.executor.finished_jobs()}
+    assert records[waiting].state is JobState.CANCELLED
+    assert records[waiting].requested_nodes is None
