@@ -19,13 +19,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import datetime
 
 from agents.bus.base import Bus, Message
 from agents.events import Envelope, JobFinished, JobProgress, JobStateChanged, event_id_for
 from agents.topics import topic_for
 from knowledge_base.errors import RightsizeError
-from knowledge_base.records import JobRecord, JobState
+from knowledge_base.records import JobState
 from tools.actuators.base import Executor
 from tools.actuators.model import JobNotFound, JobStatus
 from tools.actuators.monitor import Progress, observe, parse_progress
@@ -143,30 +142,10 @@ class JobMonitor:
         return self._envelope(job, payload, "progress", progress.unit, progress.done)
 
     def _finished_event(self, job: Watched, status: JobStatus) -> Envelope:
-        submit = status.submit_time or status.end_time or status.start_time
-        assert submit is not None, "a finished job has at least one timestamp"
-        record = JobRecord(
-            job_id=job.job_id,
-            system=self.system,
-            partition=status.partition,
-            application=status.name,
-            state=status.state,
-            submit_time=submit,
-            start_time=status.start_time,
-            end_time=status.end_time,
-            wait_s=_seconds(submit, status.start_time),
-            run_s=_seconds(status.start_time, status.end_time),
-            exit_code=status.exit_code,
-            plan_id=job.plan_id,
-            source=f"monitor ({self.executor.backend})",
+        record = status.to_record(
+            self.system, f"monitor ({self.executor.backend})", plan_id=job.plan_id
         )
         return self._envelope(job, JobFinished(job=record), "finished")
-
-
-def _seconds(start: datetime | None, end: datetime | None) -> int | None:
-    if start is None or end is None:
-        return None
-    return max(0, int((end - start).total_seconds()))
 
 
 def _unknown(job_id: str) -> JobStatus:

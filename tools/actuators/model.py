@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from knowledge_base.catalog import MemoryMB
 from knowledge_base.errors import RightsizeError
-from knowledge_base.records import JobState
+from knowledge_base.records import JobRecord, JobState
 from knowledge_base.workload import DurationS
 
 __all__ = [
@@ -155,6 +155,34 @@ class JobStatus(BaseModel):
     @property
     def finished(self) -> bool:
         return self.state not in (JobState.PENDING, JobState.RUNNING, JobState.UNKNOWN)
+
+    def to_record(self, system: str, source: str, **extra: Any) -> JobRecord:
+        """The job as history keeps it; wait and run derive from the times known."""
+        submit = self.submit_time or self.start_time or self.end_time
+        if submit is None:
+            raise ValueError(f"job {self.job_id!r} has no submit, start or end time to record")
+        fields: dict[str, Any] = {
+            "job_id": self.job_id,
+            "system": system,
+            "partition": self.partition,
+            "application": self.name,
+            "state": self.state,
+            "submit_time": submit,
+            "start_time": self.start_time,
+            "end_time": self.end_time,
+            "wait_s": _seconds(submit, self.start_time),
+            "run_s": _seconds(self.start_time, self.end_time),
+            "exit_code": self.exit_code,
+            "source": source,
+        }
+        fields.update(extra)
+        return JobRecord.model_validate(fields)
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> int | None:
+    if start is None or end is None:
+        return None
+    return max(0, int((end - start).total_seconds()))
 
 
 class QueueEntry(BaseModel):

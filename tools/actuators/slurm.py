@@ -358,36 +358,16 @@ class SlurmExecutor(Executor):
             status = self._status_from_jobcomp(record)
             if status.end_time is None or (since is not None and status.end_time < since):
                 continue
-            run_s = (
-                int((status.end_time - status.start_time).total_seconds())
-                if status.start_time
-                else None
-            )
-            submit = status.submit_time or status.end_time
             records.append(
-                JobRecord(
-                    job_id=status.job_id,
-                    system=system,
-                    partition=status.partition,
+                status.to_record(
+                    system,
+                    "slurm jobcomp",
                     user=record.get("UserId", "").split("(")[0] or None,
                     account=record.get("Account") or None,
-                    application=status.name,
-                    state=status.state,
-                    submit_time=submit,
-                    start_time=status.start_time,
-                    end_time=status.end_time,
-                    wait_s=(
-                        int((status.start_time - submit).total_seconds())
-                        if status.start_time
-                        else None
-                    ),
-                    run_s=run_s,
                     # A job cancelled while pending never had nodes: SLURM logs 0.
                     requested_nodes=int(record.get("NodeCnt") or 0) or None,
                     requested_cores=int(record.get("ProcCnt") or 0) or None,
                     requested_walltime_s=int(record.get("TimeLimit") or 0) * 60 or None,
-                    exit_code=status.exit_code,
-                    source="slurm jobcomp",
                 )
             )
         return sorted(records, key=lambda r: (r.submit_time, int(r.job_id)))

@@ -311,30 +311,16 @@ class TapisExecutor(Executor):
                 continue
             if since is not None and status.end_time < since:
                 continue
-            submit = status.submit_time or status.end_time
             records.append(
-                JobRecord(
-                    job_id=status.job_id,
-                    system=system,
-                    partition=status.partition,
+                status.to_record(
+                    system,
+                    "tapis",
                     user=brief.get("owner"),
-                    application=status.name,
-                    state=status.state,
-                    submit_time=submit,
-                    start_time=status.start_time,
-                    end_time=status.end_time,
-                    run_s=(
-                        int((status.end_time - status.start_time).total_seconds())
-                        if status.start_time
-                        else None
-                    ),
                     requested_nodes=brief.get("nodeCount"),
                     requested_memory_mb=brief.get("memoryMB"),
                     requested_walltime_s=(
                         int(brief["maxMinutes"]) * 60 if brief.get("maxMinutes") else None
                     ),
-                    exit_code=status.exit_code,
-                    source="tapis",
                 )
             )
         return records
