@@ -7,7 +7,7 @@ import logging
 import typer
 
 from rightsize import __version__
-from rightsize.commands import catalog, history, plan, simulate
+from rightsize.commands import catalog, history, plan, simulate, synth
 
 app = typer.Typer(
     name="rightsize",
@@ -19,6 +19,7 @@ app.add_typer(catalog.app, name="catalog")
 app.command("plan")(plan.plan_command)
 app.command("history-bench")(history.history_bench)
 app.command("simulate")(simulate.simulate_command)
+app.add_typer(synth.app, name="synth")
 
 
 def _version(value: bool) -> None:

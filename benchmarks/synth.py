@@ -1,0 +1,180 @@
+"""Synthetic traces on SDSC-SP2: fit time, sampling speed, fidelity for both generators.
+
+    python benchmarks/synth.py [--seeds 5] [--epochs 60] [--report DIR] [--json]
+
+For each model (Gaussian copula, TVAE): fit on the whole trace (53,999 replayable
+jobs); time ``load model + generate + write SWF`` for 100,000 jobs (median of 3; target
+< 60 s); then, for ``--seeds`` seeds, sample as many jobs as the real trace has, write
+it, and run the fidelity report against the real trace (per-column KS and Wasserstein,
+correlation difference, EASY bsld / wait / utilization, constraint check). The same
+seeds are sampled again without load matching, to show what that step does. Targets
+(issue #11): KS <= 0.1 on every column, EASY bsld within 20% of the real trace's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from simulations.synth.columns import COLUMNS, read_trace
+from simulations.synth.fidelity import evaluate
+from simulations.synth.generator import ModelKind, generate, write_trace
+from simulations.synth.model_files import fit_model, load_model, save_model
+
+TRACE = (
+    Path(__file__).resolve().parents[2]
+    / "shared"
+    / "data"
+    / "traces"
+    / "SDSC-SP2-1998-4.2-cln.swf.gz"
+)
+
+
+def _run_model(
+    kind: ModelKind, args: argparse.Namespace, work: Path, real_jobs: int
+) -> dict[str, Any]:
+    trace = read_trace(args.trace)
+    options: dict[str, Any] = {"epochs": args.epochs} if kind == "tvae" else {}
+    began = time.perf_counter()
+    model = fit_model(trace, kind, seed=0, **options)
+    fit_s = time.perf_counter() - began
+    path = save_model(model, work / f"{kind}.pt")
+
+    sample_times = []
+    for repeat in range(3):
+        began = time.perf_counter()
+        loaded = load_model(path)
+        written = write_trace(
+            work / f"{kind}-100k.swf", generate(loaded, 100_000, seed=repeat), loaded.metadata
+        )
+        sample_times.append(time.perf_counter() - began)
+        assert written == 100_000
+
+    runs: list[dict[str, Any]] = []
+    for match_load in (True, False):
+        for seed in range(args.seeds):
+            synthetic = work / f"{kind}-{seed}-{'load' if match_load else 'raw'}.swf"
+            sample = generate(model, real_jobs, seed=seed, match_load=match_load)
+            write_trace(synthetic, sample, model.metadata)
+            report_dir = None
+            if args.report is not None and seed == 0 and match_load:
+                report_dir = args.report / kind
+            report = evaluate(args.trace, synthetic, report_dir=report_dir)
+            runs.append(
+                {
+                    "seed": seed,
+                    "match_load": match_load,
+                    "load_factor": sample.load_factor,
+                    "ks": {c.column: c.ks for c in report.columns},
+                    "wasserstein": {c.column: c.wasserstein for c in report.columns},
+                    "wasserstein_relative": {
+                        c.column: c.wasserstein_relative for c in report.columns
+                    },
+                    "corr_max_abs_diff": report.correlation.max_abs_difference,
+                    "corr_mean_abs_diff": report.correlation.mean_abs_difference,
+                    "bsld": report.scheduling.synthetic.mean_bsld,
+                    "wait_s": report.scheduling.synthetic.mean_wait_s,
+                    "utilization": report.scheduling.synthetic.utilization,
+                    "bsld_rel": report.scheduling.bsld_relative_difference,
+                    "constraints_passed": report.constraints.passed,
+                    "rows_breaking_constraints": report.constraints.rows_with_violations,
+                    "real": report.scheduling.real.model_dump(),
+                    "passed": report.passed,
+                }
+            )
+    return {
+        "model": kind,
+        "fit_s": fit_s,
+        "classes": len(model.metadata.classes.classes),
+        "sample_100k_s": statistics.median(sample_times),
+        "sample_100k_runs_s": sample_times,
+        "runs": runs,
+    }
+
+
+def _summary(result: dict[str, Any], match_load: bool) -> dict[str, Any]:
+    runs = [r for r in result["runs"] if r["match_load"] is match_load]
+    return {
+        "ks_median": {c: statistics.median(r["ks"][c] for r in runs) for c in COLUMNS},
+        "ks_max": {c: max(r["ks"][c] for r in runs) for c in COLUMNS},
+        "w_median": {c: statistics.median(r["wasserstein"][c] for r in runs) for c in COLUMNS},
+        "w_rel_median": {
+            c: statistics.median(r["wasserstein_relative"][c] for r in runs) for c in COLUMNS
+        },
+        "corr_max": statistics.median(r["corr_max_abs_diff"] for r in runs),
+        "bsld": [r["bsld"] for r in runs],
+        "bsld_rel": [r["bsld_rel"] for r in runs],
+        "wait_h": [r["wait_s"] / 3600 for r in runs],
+        "utilization": [r["utilization"] for r in runs],
+        "load_factor": [r["load_factor"] for r in runs],
+        "seeds_passing": sum(r["passed"] for r in runs),
+        "constraints_passed": all(r["constraints_passed"] for r in runs),
+        "seeds": len(runs),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--trace", type=Path, default=TRACE)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=60)
+    parser.add_argument("--models", nargs="+", default=["copula", "tvae"])
+    parser.add_argument("--report", type=Path, default=None, help="Heatmaps for seed 0 here")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    real_jobs = len(read_trace(args.trace).table)
+    with tempfile.TemporaryDirectory() as directory:
+        results = [_run_model(kind, args, Path(directory), real_jobs) for kind in args.models]
+    if args.json:
+        print(json.dumps(results, indent=1, default=str))
+        return 0
+    real = results[0]["runs"][0]["real"]
+    print(
+        f"# {os.cpu_count()} cores, Python {platform.python_version()}, load average "
+        f"{os.getloadavg()[0]:.1f}; {args.trace.name}: {real_jobs:,} jobs; "
+        f"{args.seeds} seeds per model; real EASY bsld {real['mean_bsld']:.2f}, wait "
+        f"{real['mean_wait_s'] / 3600:.2f} h, utilization {real['utilization']:.3f}"
+    )
+    for result in results:
+        loaded = _summary(result, True)
+        raw = _summary(result, False)
+        print(
+            f"\n## {result['model']}: fit {result['fit_s']:.1f} s ({result['classes']} classes); "
+            f"100,000 jobs sampled and written in {result['sample_100k_s']:.2f} s (median of 3)"
+        )
+        print(f"{'column':<18} {'KS median':>9} {'KS max':>7} {'W median':>12} {'W/mean':>7}")
+        for c in COLUMNS:
+            print(
+                f"{c:<18} {loaded['ks_median'][c]:>9.3f} {loaded['ks_max'][c]:>7.3f} "
+                f"{loaded['w_median'][c]:>12.1f} {loaded['w_rel_median'][c]:>7.3f}"
+            )
+        print(f"correlation max |diff| (median over seeds): {loaded['corr_max']:.3f}")
+        for label, s in (("load matched", loaded), ("no load matching", raw)):
+            bsld = ", ".join(f"{b:.1f}" for b in s["bsld"])
+            rel = ", ".join(f"{r:+.0%}" for r in s["bsld_rel"])
+            print(
+                f"{label:<17} EASY bsld [{bsld}] ({rel}); median "
+                f"{statistics.median(s['bsld']):.1f}; wait median "
+                f"{statistics.median(s['wait_h']):.2f} h; utilization median "
+                f"{statistics.median(s['utilization']):.3f}; load factor "
+                f"{min(s['load_factor']):.3f}-{max(s['load_factor']):.3f}; "
+                f"{s['seeds_passing']}/{s['seeds']} seeds pass all targets; constraints "
+                f"{'hold on every row' if s['constraints_passed'] else 'BROKEN'}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""``rightsize synth``: fit a trace generator, sample synthetic SWF traces, evaluate them."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from knowledge_base.errors import InvalidInputError, RightsizeError
+from rightsize.output import console, emit, fail
+from simulations.synth.columns import read_trace
+from simulations.synth.fidelity import FidelityReport, Targets, evaluate
+from simulations.synth.generator import ModelKind, generate, write_trace
+from simulations.synth.model_files import fit_model, load_model, save_model
+
+app = typer.Typer(
+    help="Synthetic job traces fitted on a real SWF trace (Gaussian copula or TVAE).",
+    no_args_is_help=True,
+)
+
+MODELS: dict[str, ModelKind] = {"copula": "copula", "tvae": "tvae"}
+
+
+@app.command("fit")
+def fit_command(
+    trace: Path = typer.Option(..., "--trace", help="Real SWF trace (.swf or .swf.gz)"),
+    model: str = typer.Option("copula", "--model", help="copula or tvae"),
+    out: Path = typer.Option(..., "--out", help="Where to write the fitted model"),
+    seed: int = typer.Option(0, "--seed"),
+    min_class_jobs: int = typer.Option(
+        30, "--min-class-jobs", help="Jobs a user needs in a size class to get its own class"
+    ),
+    marginal: str = typer.Option("empirical", "--marginal", help="copula: empirical or kde"),
+    epochs: int = typer.Option(60, "--epochs", help="tvae: training epochs"),
+    procs: int | None = typer.Option(None, "--procs", help="Machine size (default: header)"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a summary."),
+) -> None:
+    """Fit a generator on a real trace and save it."""
+    if model not in MODELS:
+        fail(InvalidInputError("use copula or tvae", field="--model", value=model), as_json)
+    options: dict[str, Any] = {"min_class_jobs": min_class_jobs}
+    if model == "copula":
+        options["marginal"] = marginal
+    else:
+        options["epochs"] = epochs
+    try:
+        fitted = fit_model(read_trace(trace, procs=procs), MODELS[model], seed=seed, **options)
+        path = save_model(fitted, out)
+    except RightsizeError as error:
+        fail(error, as_json)
+    meta = fitted.metadata
+    summary = {
+        "model": str(path),
+        "kind": meta.kind,
+        "trace": meta.trace,
+        "training_jobs": meta.training_jobs,
+        "classes": len(meta.classes.classes),
+        "machine_procs": meta.machine_procs,
+        "offered_load": meta.offered_load,
+        "fit_seconds": meta.fit_seconds,
+        "options": meta.options,
+    }
+    emit(
+        summary,
+        as_json,
+        lambda: console.print(
+            f"{meta.kind} model fitted on {meta.training_jobs:,} jobs of {meta.trace} "
+            f"({len(meta.classes.classes)} classes) in {meta.fit_seconds:.1f} s -> {path}"
+        ),
+    )
+
+
+@app.command("sample")
+def sample_command(
+    model: Path = typer.Argument(..., help="A model written by `rightsize synth fit`"),
+    jobs: int = typer.Option(..., "--jobs", help="How many jobs to generate"),
+    out: Path = typer.Option(..., "--out", help="SWF file to write (.swf or .swf.gz)"),
+    seed: int = typer.Option(0, "--seed"),
+    match_load: bool = typer.Option(
+        True, "--match-load/--no-match-load", help="Rescale gaps to the training trace's load"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a summary."),
+) -> None:
+    """Generate a synthetic SWF trace (constraints enforced on every row)."""
+    began = time.perf_counter()
+    try:
+        fitted = load_model(model)
+        sample = generate(fitted, jobs, seed=seed, match_load=match_load)
+        written = write_trace(out, sample, fitted.metadata, model_name=model.name)
+    except RightsizeError as error:
+        fail(error, as_json)
+    seconds = time.perf_counter() - began
+    summary = {
+        "trace": str(out),
+        "jobs": written,
+        "seed": seed,
+        "load_factor": sample.load_factor,
+        "seconds": seconds,
+    }
+    emit(
+        summary,
+        as_json,
+        lambda: console.print(
+            f"{written:,} jobs -> {out} in {seconds:.2f} s (seed {seed}, load factor "
+            f"{sample.load_factor:.3f})"
+        ),
+    )
+
+
+def _render(report: FidelityReport) -> None:
+    table = Table(title=f"{Path(report.synthetic).name} vs {Path(report.real).name}")
+    for column in ("column", "KS", "Wasserstein", "W / mean", "median real", "median synth"):
+        table.add_column(column, justify="right")
+    for c in report.columns:
+        table.add_row(
+            c.column,
+            f"{c.ks:.3f}",
+            f"{c.wasserstein:,.1f} {c.unit}",
+            f"{c.wasserstein_relative:.3f}",
+            f"{c.real_median:,.0f}",
+            f"{c.synthetic_median:,.0f}",
+        )
+    console.print(table)
+    s = report.scheduling
+    easy = Table(title="EASY (user estimates)")
+    for column in ("trace", "jobs", "mean bsld", "mean wait", "utilization"):
+        easy.add_column(column, justify="right")
+    for label, figures in (("real", s.real), ("synthetic", s.synthetic)):
+        easy.add_row(
+            label,
+            f"{figures.jobs:,}",
+            f"{figures.mean_bsld:.2f}",
+            f"{figures.mean_wait_s / 3600:.2f} h",
+            f"{figures.utilization:.3f}",
+        )
+    console.print(easy)
+    console.print(
+        f"correlation: max |diff| {report.correlation.max_abs_difference:.3f}, mean "
+        f"{report.correlation.mean_abs_difference:.3f}; constraints: "
+        f"{report.constraints.rows - report.constraints.rows_with_violations:,}/"
+        f"{report.constraints.rows:,} rows pass"
+    )
+    for check in report.checks:
+        mark = "[green]pass[/]" if check.passed else "[red]FAIL[/]"
+        console.print(f"  {mark} {check.name}: {check.value:.3f} (limit {check.limit:g})")
+    for file in report.files:
+        console.print(f"report: {file}")
+
+
+@app.command("evaluate")
+def evaluate_command(
+    real: Path = typer.Option(..., "--real", help="The real SWF trace"),
+    synthetic: Path = typer.Option(..., "--synthetic", help="The synthetic SWF trace"),
+    report: Path | None = typer.Option(
+        None, "--report", help="Write correlation.png, marginals.png, fidelity.json here"
+    ),
+    max_ks: float = typer.Option(0.1, "--max-ks", help="Target: largest KS per column"),
+    max_bsld: float = typer.Option(
+        0.2, "--max-bsld", help="Target: largest relative EASY bsld difference"
+    ),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when a target is missed."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+) -> None:
+    """Compare a synthetic trace with the real one: KS, Wasserstein, correlations, EASY."""
+    try:
+        targets = Targets(max_ks=max_ks, max_bsld_relative=max_bsld)
+    except ValueError as error:
+        fail(InvalidInputError(f"bad target: {error}", field="--max-ks/--max-bsld"), as_json)
+    try:
+        result = evaluate(real, synthetic, report_dir=report, targets=targets)
+    except RightsizeError as error:
+        fail(error, as_json)
+    emit(result, as_json, lambda: _render(result))
+    if strict and not result.passed:
+        raise typer.Exit(code=1)

@@ -1,0 +1,120 @@
+"""Fitted generators on disk: one ``torch.save`` file, validated whole when loaded.
+
+The file holds a plain dict: ``format`` (always :data:`FORMAT`), ``format_version``,
+``kind`` (copula or tvae), ``metadata`` (:class:`SynthMetadata` as JSON-able data) and
+``state`` (tensors, lists and numbers only). It is read with ``weights_only=True``, so a
+file cannot run code when loaded; anything that is not such a dict, a newer format, a
+metadata that does not validate or a state that does not fit its metadata raises
+:class:`InvalidInputError` naming the file and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import ValidationError
+
+from knowledge_base.errors import InvalidInputError
+from simulations.synth.columns import MODEL_COLUMNS, Trace
+from simulations.synth.copula import CopulaModel
+from simulations.synth.generator import ModelKind, SynthMetadata, TraceModel
+from simulations.synth.tvae import TVAEModel
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "fit_model", "load_model", "save_model"]
+
+FORMAT = "rightsize.synth"
+FORMAT_VERSION = 1
+
+
+def fit_model(trace: Trace, kind: ModelKind, *, seed: int = 0, **options: Any) -> TraceModel:
+    """Fit a copula or a TVAE on ``trace``; ``options`` go to that model's ``fit``."""
+    if kind == "copula":
+        return CopulaModel.fit(trace, seed=seed, **options)
+    if kind == "tvae":
+        return TVAEModel.fit(trace, seed=seed, **options)
+    raise InvalidInputError("unknown model; use copula or tvae", field="model", value=kind)
+
+
+def save_model(model: TraceModel, path: str | Path) -> Path:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(
+        {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "kind": model.metadata.kind,
+            "metadata": model.metadata.model_dump(mode="json"),
+            "state": model.state(),
+        },
+        out,
+    )
+    return out
+
+
+def load_model(path: str | Path) -> TraceModel:
+    """The model in ``path``, or :class:`InvalidInputError` saying why it is not one."""
+    source = str(path)
+    file = Path(path)
+    if not file.is_file():
+        raise InvalidInputError("model file not found", source=source, field="model", value=source)
+    try:
+        payload = torch.load(file, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile, OSError) as error:
+        raise InvalidInputError(
+            f"not a rightsize synth model file (torch.load failed: {str(error)[:200]})",
+            source=source,
+            field="model",
+        ) from error
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
+        raise InvalidInputError(
+            f"not a rightsize synth model file: expected format {FORMAT!r}",
+            source=source,
+            field="format",
+            value=found,
+        )
+    version = payload.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
+        raise InvalidInputError(
+            f"unsupported model file version; this build reads 1..{FORMAT_VERSION}",
+            source=source,
+            field="format_version",
+            value=version,
+        )
+    try:
+        metadata = SynthMetadata.model_validate(payload.get("metadata"))
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise InvalidInputError(
+            f"the model's metadata is invalid: {first['msg']}",
+            source=source,
+            field="metadata." + ".".join(str(p) for p in first["loc"]),
+        ) from error
+    if payload.get("kind") != metadata.kind:
+        raise InvalidInputError(
+            f"the file says kind {payload.get('kind')!r} but its metadata says {metadata.kind!r}",
+            source=source,
+            field="kind",
+        )
+    if tuple(metadata.columns) != MODEL_COLUMNS:
+        raise InvalidInputError(
+            f"the model was fitted on columns {metadata.columns}, this build models "
+            f"{list(MODEL_COLUMNS)}",
+            source=source,
+            field="metadata.columns",
+        )
+    state = payload.get("state")
+    if not isinstance(state, dict):
+        raise InvalidInputError("the model file has no state", source=source, field="state")
+    try:
+        if metadata.kind == "copula":
+            return CopulaModel.from_state(metadata, state)
+        return TVAEModel.from_state(metadata, state)
+    except InvalidInputError as error:
+        raise InvalidInputError(
+            str(error), source=source, field=error.field or "state", value=error.value
+        ) from error

@@ -1,0 +1,82 @@
+"""The learned-priority scheduler: zero weights are EASY exactly; any weights keep the
+schedule legal; training is deterministic for a seed and starts from EASY."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulations.learned.priority import PriorityPolicy, simulate_priority
+from simulations.learned.train import JobArrays, TrainingSettings, train_policy
+from simulations.replay import replay
+from simulations.workload import Workload, load_swf
+
+
+@pytest.fixture(scope="module")
+def kth(shared_data: Path) -> Workload:
+    return load_swf(shared_data / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz")
+
+
+def _arrays(w: Workload, jobs: int) -> JobArrays:
+    return JobArrays(
+        submit_s=w.submit_s[:jobs],
+        run_s=w.run_s[:jobs],
+        req_s=w.req_s[:jobs],
+        procs=w.procs[:jobs],
+        machine_procs=w.machine_procs,
+    )
+
+
+def test_no_policy_and_zero_weights_both_reproduce_the_simulators_easy(kth: Workload) -> None:
+    reference = replay(kth, policy="easy", estimate="user")
+    zero = PriorityPolicy.from_vector(np.zeros(PriorityPolicy.size(4)), 4)
+    for policy in (None, zero):
+        start, end = simulate_priority(
+            submit_s=kth.submit_s,
+            run_s=kth.run_s,
+            req_s=kth.req_s,
+            procs=kth.procs,
+            machine_procs=kth.machine_procs,
+            policy=policy,
+        )
+        np.testing.assert_array_equal(start, reference.start_s)
+        np.testing.assert_array_equal(end, reference.end_s)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_any_weights_give_a_legal_schedule(kth: Workload, seed: int) -> None:
+    jobs = _arrays(kth, 5000)
+    vector = np.random.default_rng(seed).normal(0, 2, PriorityPolicy.size(8))
+    start, end = simulate_priority(
+        submit_s=jobs.submit_s,
+        run_s=jobs.run_s,
+        req_s=jobs.req_s,
+        procs=jobs.procs,
+        machine_procs=jobs.machine_procs,
+        policy=PriorityPolicy.from_vector(vector, 8),
+    )
+    assert (start >= jobs.submit_s).all()
+    np.testing.assert_array_equal(end - start, np.minimum(jobs.run_s, jobs.req_s))
+    # Processors in use never exceed the machine: sweep starts (+) and ends (-).
+    times = np.concatenate([start, end])
+    deltas = np.concatenate([jobs.procs, -jobs.procs])
+    order = np.lexsort((deltas, times))  # at equal times, ends before starts
+    assert np.cumsum(deltas[order]).max() <= jobs.machine_procs
+
+
+def test_training_is_deterministic_and_reports_against_easy(kth: Workload) -> None:
+    jobs = _arrays(kth, 6000)
+    settings = TrainingSettings(
+        hidden=4, population=6, elite=2, generations=3, windows=2, window_jobs=1500, seed=7
+    )
+    first, second = train_policy(jobs, settings), train_policy(jobs, settings)
+    assert first.policy == second.policy
+    assert len(first.history) == 3
+    assert first.easy_objective >= 1 and first.policy_objective >= 1
+
+
+def test_a_policy_with_the_wrong_number_of_weights_is_refused() -> None:
+    with pytest.raises(ValueError, match="weights"):
+        PriorityPolicy(hidden=4, weights=[0.0] * 5)
