@@ -28,7 +28,7 @@ import json
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Literal, Self, TypeVar
 
 from pydantic import (
     AwareDatetime,
@@ -42,7 +42,15 @@ from pydantic import (
 )
 
 from knowledge_base.errors import InvalidInputError
-from knowledge_base.records import JobRecord, JobState, Plan, PlanOption, ResourceEstimate
+from knowledge_base.records import (
+    Interval,
+    JobRecord,
+    JobState,
+    Plan,
+    PlanOption,
+    PlanStatus,
+    ResourceEstimate,
+)
 from knowledge_base.workload import WorkloadSpec
 
 __all__ = [
@@ -51,8 +59,11 @@ __all__ = [
     "Envelope",
     "EstimateReady",
     "EstimateRequested",
+    "EstimatorDecision",
+    "EstimatorPromoted",
     "EstimatorRetrainRequested",
     "EventSchemaError",
+    "JobAnnotated",
     "JobFinished",
     "JobProgress",
     "JobStateChanged",
@@ -60,10 +71,18 @@ __all__ = [
     "MalformedEventError",
     "Payload",
     "PingRequested",
+    "PlanApproved",
+    "PlanBuildRequested",
+    "PlanDecision",
+    "PlanFinished",
+    "PlanOptionsReady",
     "PlanReady",
+    "PlanReplanRequested",
     "PlanRequested",
     "Ponged",
+    "ProfileCompleted",
     "ProfileRequested",
+    "ScheduleDecision",
     "UnknownEventTypeError",
     "decode_event",
     "event_id_for",
@@ -291,6 +310,14 @@ class PlanRequested(Payload):
 
     plan_id: str = Field(min_length=1)
     spec: WorkloadSpec
+    text: str = Field(
+        default="",
+        description="The request in the user's words ('cheapest, finish by Friday 9am'); the "
+        "Intelligence Plane infers goals from it where spec.goals leaves them unset",
+    )
+    approval: Literal["auto", "user"] | None = Field(
+        default=None, description="Choose automatically or wait for plan.decision; None: default"
+    )
 
 
 @register_event("estimate.requested")
@@ -419,3 +446,145 @@ class DeadLettered(Payload):
     @property
     def original(self) -> bytes:
         return base64.b64decode(self.original_b64)
+
+
+# -- the agents' own event types (issue #8) ---------------------------------------------
+# Every decision an agent takes is an event with its reason, so a plan's whole story can
+# be read back from the bus (or its JSONL record) and replayed.
+
+
+@register_event("plan.build_requested")
+class PlanBuildRequested(Payload):
+    """The Intelligence Plane asks Optimization for plans built on these estimates."""
+
+    plan_id: str = Field(min_length=1)
+    spec: WorkloadSpec
+    estimates: list[ResourceEstimate]
+
+
+@register_event("plan.options_ready")
+class PlanOptionsReady(Payload):
+    """Optimization's answer: the recommended plan (None: nothing fits) and alternatives."""
+
+    plan_id: str = Field(min_length=1)
+    recommended: Plan | None
+    alternatives: list[Plan] = Field(default_factory=list, description="Next best, in order")
+    infeasible: list[str] = Field(default_factory=list, description="Closest first, with why")
+    notes: list[str] = Field(default_factory=list)
+    replan: bool = Field(default=False, description="An answer to plan.replan_requested")
+
+
+@register_event("plan.decision")
+class PlanDecision(Payload):
+    """A person's answer to a plan awaiting approval (the CLI, MCP or a chat assistant)."""
+
+    plan_id: str = Field(min_length=1)
+    approved: bool
+    choice: int = Field(
+        default=0, ge=0, description="0: the recommended plan; i: the i-th alternative"
+    )
+    by: str = Field(default="user", min_length=1)
+    reason: str = ""
+
+
+@register_event("plan.approved")
+class PlanApproved(Payload):
+    """Run this plan: the Scheduler submits it (idempotently: the plan id is the key)."""
+
+    plan: Plan
+    purpose: Literal["workload", "profiling"] = "workload"
+
+
+@register_event("plan.replan_requested")
+class PlanReplanRequested(Payload):
+    """The Scheduler saw a running plan diverge from its estimate; Optimization re-plans."""
+
+    plan_id: str = Field(min_length=1)
+    spec: WorkloadSpec
+    estimates: list[ResourceEstimate] = Field(default_factory=list)
+    reason: str = Field(min_length=1)
+    remaining_fraction: float = Field(gt=0, le=1, description="Share of the work left")
+    projected_run_s: float | None = Field(
+        default=None, gt=0, description="The whole run at the observed pace"
+    )
+    job_id: str | None = None
+
+
+@register_event("plan.finished")
+class PlanFinished(Payload):
+    """A plan ended: completed, failed (with the explanation) or cancelled."""
+
+    plan_id: str = Field(min_length=1)
+    status: PlanStatus
+    reason: str = ""
+    job_ids: list[str] = Field(default_factory=list, description="Every job, in order")
+    segments: int = Field(default=0, ge=0, description="Cascade segments that ran")
+    purpose: Literal["workload", "profiling"] = "workload"
+
+
+@register_event("schedule.decision")
+class ScheduleDecision(Payload):
+    """One Scheduler/Re-scheduler decision about a plan's jobs, and why."""
+
+    plan_id: str = Field(min_length=1)
+    action: Literal[
+        "submit", "next_segment", "more_memory", "longer_walltime", "complete", "stop", "replan"
+    ]
+    reason: str = Field(min_length=1)
+    job_id: str | None = Field(default=None, description="The job the decision is about")
+    new_job_id: str | None = Field(default=None, description="The job it submitted, if any")
+    segment_index: int = Field(default=0, ge=0)
+    attempt: int = Field(default=1, ge=1, description="Submissions of this segment so far")
+    partition: str | None = None
+    memory_mb: int | None = Field(default=None, ge=1)
+    walltime_s: int | None = Field(default=None, ge=1)
+
+
+@register_event("job.annotated")
+class JobAnnotated(Payload):
+    """Resource Estimation's prediction for a submitted job (kept with its history)."""
+
+    system: str = Field(min_length=1)
+    job_id: str = Field(min_length=1)
+    plan_id: str | None = None
+    estimator_id: str = Field(min_length=1)
+    runtime_s: Interval
+    memory_mb: Interval | None = None
+
+
+@register_event("profile.completed")
+class ProfileCompleted(Payload):
+    """Profiling measured a workload (or failed to, with why); the profiles are in the KB."""
+
+    plan_id: str | None = None
+    model: str = Field(min_length=1)
+    family: str = Field(min_length=1)
+    profile_ids: list[str] = Field(default_factory=list)
+    ok: bool = True
+    reason: str = ""
+
+
+@register_event("estimator.decision")
+class EstimatorDecision(Payload):
+    """Model Promotion's decision about a target's estimator, with the numbers behind it."""
+
+    target: str = Field(min_length=1)
+    decision: Literal["no_drift", "drift", "promoted", "rejected", "skipped"]
+    reason: str = Field(min_length=1)
+    estimator_id: str | None = Field(default=None, description="The promoted one at the time")
+    candidate_id: str | None = None
+    live_error: float | None = Field(default=None, ge=0)
+    validation_error: float | None = Field(default=None, ge=0)
+    candidate_error: float | None = Field(default=None, ge=0, description="On held-out jobs")
+    incumbent_error: float | None = Field(default=None, ge=0, description="On the same jobs")
+    jobs: int = Field(default=0, ge=0, description="Finished jobs the numbers come from")
+
+
+@register_event("estimator.promoted")
+class EstimatorPromoted(Payload):
+    """A new estimator serves ``target``; agents load it on their next request."""
+
+    estimator_id: str = Field(min_length=1)
+    target: str = Field(min_length=1)
+    replaced: str | None = None
+    heldout_error: float | None = Field(default=None, ge=0)

@@ -7,7 +7,8 @@ import logging
 import typer
 
 from rightsize import __version__
-from rightsize.commands import catalog, history, plan, simulate, synth
+from rightsize.commands import catalog, center, demo, estimate, history, plan, simulate, synth
+from rightsize.commands import mcp as mcp_command
 
 app = typer.Typer(
     name="rightsize",
@@ -18,8 +19,12 @@ app = typer.Typer(
 app.add_typer(catalog.app, name="catalog")
 app.command("plan")(plan.plan_command)
 app.command("history-bench")(history.history_bench)
+app.add_typer(center.app, name="center")
+app.add_typer(demo.app, name="demo")
+estimate.register(app)
 app.command("simulate")(simulate.simulate_command)
 app.add_typer(synth.app, name="synth")
+app.add_typer(mcp_command.app, name="mcp")
 
 
 def _version(value: bool) -> None:

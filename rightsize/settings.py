@@ -56,6 +56,45 @@ class Settings(BaseSettings):
         default=None, ge=0, description="Assumed $ per OSC GPU-hour"
     )
 
+    # The agents (issue #8): `rightsize center run`, `rightsize demo cascade`.
+    kafka_bootstrap: str | None = Field(
+        default=None,
+        description="Kafka bootstrap servers (host:port[,...]); unset: the in-process bus",
+    )
+    approval: Literal["auto", "user"] = Field(
+        default="auto", description="Run the recommended plan, or wait for a plan.decision"
+    )
+    llm_model: str | None = Field(
+        default=None,
+        description="Chat model for goal inference: 'openai:MODEL', 'anthropic:MODEL', "
+        "'ollama:MODEL' (needs that provider's langchain package) or 'package.module:Class'; "
+        "unset: the rule-based planner only",
+    )
+    checkpoint_overhead_s: int = Field(
+        default=300,
+        ge=0,
+        description="Per cascade segment: start-up plus loading and saving a checkpoint",
+    )
+    poll_interval_s: float = Field(default=5.0, gt=0, description="How often jobs are polled")
+    local_system: str = Field(
+        default="local", min_length=1, description="Catalog name of the local SLURM cluster"
+    )
+
+    # The MCP server (issue #9): `rightsize mcp`.
+    mcp_tokens_file: Path | None = Field(
+        default=None,
+        description="JSON file of MCP users and their bearer tokens' SHA-256 hashes; "
+        "default: mcp_tokens.json under home (`rightsize mcp add-user NAME` writes it)",
+    )
+    mcp_user: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Who the stdio MCP server acts for; default: the login name",
+    )
+
+    def mcp_tokens_path(self) -> Path:
+        return (self.mcp_tokens_file or self.home / "mcp_tokens.json").expanduser()
+
     def knowledge_base_url(self) -> str:
         if self.kb_url:
             return self.kb_url

@@ -21,25 +21,21 @@ from rich.table import Table
 
 from knowledge_base.catalog import Catalog
 from knowledge_base.errors import InvalidInputError, RightsizeError
-from knowledge_base.store import JobQuery
-from knowledge_base.workload import GenericJob, Objective, WorkloadSpec
+from knowledge_base.workload import Objective, WorkloadSpec
 from rightsize.output import console, emit, fail
 from rightsize.settings import Settings
 from rightsize.wiring import knowledge_base, open_executor
 from tools.actuators.slurm import SlurmExecutor
 from tools.planning.cost import DollarRates
 from tools.planning.estimation import Estimator
-from tools.planning.generic import HistoryRuntimeEstimator, train_history
 from tools.planning.queue import QueueModel, QueueSnapshot, load_snapshots, snapshot_from_slurm
 from tools.planning.render import sbatch_scripts, tapis_requests
 from tools.planning.results import PlannedOption
-from tools.planning.selector import Selection, plan
-from tools.planning.whatif import default_estimators
+from tools.planning.selector import Selection
+from tools.planning.service import gather_estimators, plan_workload
 from tools.planning.workload_files import load_workload
 
 __all__ = ["plan_command"]
-
-HISTORY_JOBS = 50_000  # finished jobs per system the history estimator trains on
 
 
 def _hours(seconds: float | None) -> str:
@@ -100,18 +96,9 @@ async def _gather(
 ) -> tuple[Catalog, list[Estimator], list[QueueSnapshot]]:
     async with knowledge_base(settings) as kb:
         catalog = await kb.get_catalog()
-        estimators: list[Estimator] = []
-        if isinstance(spec.workload, GenericJob):
-            now_s = datetime.now(UTC).timestamp()
-            for name in spec.goals.systems or catalog.names():
-                records = await kb.query_jobs(JobQuery(system=name, limit=HISTORY_JOBS))
-                trained = await asyncio.to_thread(train_history, records)
-                if trained is not None:
-                    estimators.append(
-                        HistoryRuntimeEstimator(name, trained, user=spec.user, now_s=now_s)
-                    )
+        estimators = await gather_estimators(kb, spec, catalog)
         snapshots = [await _live_snapshot(settings, spec, catalog)] if live_queue else []
-    return catalog, [*estimators, *default_estimators(spec)], snapshots
+    return catalog, estimators, snapshots
 
 
 def _group(plans: Sequence[PlannedOption]) -> list[tuple[PlannedOption, list[str]]]:
@@ -293,10 +280,10 @@ def plan_command(
         if queue_snapshot is not None:
             snapshots = load_snapshots(queue_snapshot)
         queue = QueueModel(snapshots, catalog) if snapshots else None
-        selection = plan(
+        selection = plan_workload(
             spec,
             catalog,
-            now=datetime.now(UTC),
+            estimators,
             objective=objective,
             queue=queue,
             rates=DollarRates(
@@ -304,7 +291,6 @@ def plan_command(
                 usd_per_core_hour=settings.usd_per_core_hour,
                 usd_per_gpu_hour=settings.usd_per_gpu_hour,
             ),
-            estimators=estimators,
         )
         _write_scripts(selection, spec, settings, sbatch, tapis)
     except RightsizeError as error:

@@ -1,0 +1,231 @@
+"""Wiring the six agents together: one bus, one knowledge base, the executors, one process or many.
+
+    Center(bus, kb, executors, config)      the agents named in config.agents, each in
+                                            its AgentRunner, plus the Scheduler's monitors
+
+Two deployments, the same agents:
+
+- **embedded** (one process): the in-process bus, a SQLite file, and the local SLURM if
+  one answers, else the simulated cluster. A restart loses what was on the bus, so on
+  start the Scheduler re-watches its jobs from the ledgers and the Intelligence Plane
+  continues its open threads and asks again for answers it was waiting for.
+- **center** (``rightsize center run --agent NAME`` per process): Kafka, MongoDB (or a
+  shared SQLite file on one host), SLURM or Tapis. Each process runs one agent; replicas
+  of an agent share its topics' partitions through their consumer group.
+
+The composition root (``rightsize.commands.center``) reads the settings and builds the
+bus, the knowledge base and the executors; this module only assembles agents from them
+(agents never import the settings).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents.bus.base import Bus, Message
+from agents.bus.kafka import KafkaBus, KafkaSettings
+from agents.bus.memory import InMemoryBus
+from agents.estimation import EstimationConfig, ResourceEstimation
+from agents.events import Envelope, Payload
+from agents.intelligence import IntelligencePlane, PlaneContext, open_checkpointer
+from agents.intelligence.goals import GoalPlanner, RuleGoalPlanner
+from agents.optimization import Optimization, OptimizationConfig
+from agents.profiling import Profiling, ProfilingConfig
+from agents.promotion import ModelPromotion, PromotionPolicy
+from agents.runtime import Agent, AgentHealth, AgentRunner, RunnerSettings
+from agents.scheduler import Scheduler, SchedulerConfig
+from agents.topics import ALL_TOPICS, DEFAULT_PARTITIONS, topic_for
+from knowledge_base.store import KnowledgeBase
+from tools.actuators.base import Executor
+
+__all__ = ["AGENT_NAMES", "AgentName", "Center", "CenterConfig", "open_bus", "publish"]
+
+log = logging.getLogger(__name__)
+
+AgentName = Literal[
+    "intelligence", "estimation", "optimization", "profiling", "scheduler", "promotion"
+]
+AGENT_NAMES: tuple[AgentName, ...] = (
+    "intelligence",
+    "estimation",
+    "optimization",
+    "profiling",
+    "scheduler",
+    "promotion",
+)
+
+
+class CenterConfig(BaseModel):
+    """Which agents run here and how each is set up."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    agents: tuple[AgentName, ...] = AGENT_NAMES
+    home: Path = Field(description="Checkpoints, estimator artifacts and job directories")
+    embedded: bool = Field(
+        default=True, description="The bus is this process's own: recover what it lost on start"
+    )
+    approval: Literal["auto", "user"] = "auto"
+    runner: RunnerSettings = Field(default_factory=RunnerSettings)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    optimization: OptimizationConfig = Field(default_factory=OptimizationConfig)
+    estimation: EstimationConfig = Field(default_factory=EstimationConfig)
+    profiling: ProfilingConfig = Field(default_factory=ProfilingConfig)
+    promotion: PromotionPolicy = Field(default_factory=PromotionPolicy)
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.home / "intelligence-plane.db"
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.home / "estimators"
+
+
+def open_bus(kafka_bootstrap: str | None, *, client_id: str = "rightsize") -> Bus:
+    """Kafka when a bootstrap address is given, else the in-process bus."""
+    if kafka_bootstrap:
+        return KafkaBus(KafkaSettings(bootstrap_servers=kafka_bootstrap, client_id=client_id))
+    return InMemoryBus()
+
+
+async def publish(bus: Bus, payload: Payload, *, correlation_id: str, source: str) -> Envelope:
+    """Publish one event (from outside any agent: the CLI, a test, the demo)."""
+    event = Envelope.of(payload, source=source, correlation_id=correlation_id)
+    await bus.publish_many([Message.of(topic_for(event.type), event)])
+    return event
+
+
+class Center:
+    """The configured agents, running until ``stop()``."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        kb: KnowledgeBase,
+        executors: Mapping[str, Executor],
+        config: CenterConfig,
+        *,
+        goal_planner: GoalPlanner | None = None,
+    ) -> None:
+        self.bus = bus
+        self.kb = kb
+        self.executors = dict(executors)
+        self.config = config
+        self.goal_planner = goal_planner or RuleGoalPlanner()
+        self.agents: dict[str, Agent[Any]] = {}
+        self.runners: dict[str, AgentRunner] = {}
+        self.scheduler: Scheduler | None = None
+        self.plane: IntelligencePlane | None = None
+        self._stack = contextlib.AsyncExitStack()
+        self._stop = asyncio.Event()
+        self._monitors: asyncio.Task[None] | None = None
+
+    async def _build(self) -> None:
+        config, kb, executors = self.config, self.kb, self.executors
+        wanted = set(config.agents)
+        if "intelligence" in wanted:
+            saver = await self._stack.enter_async_context(open_checkpointer(config.checkpoint_path))
+            catalog = await kb.get_catalog()
+            context = PlaneContext(
+                goal_planner=self.goal_planner,
+                approval=config.approval,
+                systems=tuple(catalog.names()),
+            )
+            self.plane = IntelligencePlane(kb, saver, context)
+            self.agents["intelligence"] = self.plane
+        if "estimation" in wanted:
+            self.agents["estimation"] = ResourceEstimation(kb, config.estimation)
+        if "optimization" in wanted:
+            self.agents["optimization"] = Optimization(kb, executors, config.optimization)
+        if "profiling" in wanted:
+            self.agents["profiling"] = Profiling(kb, executors, config.profiling)
+        if "scheduler" in wanted:
+            scheduler_config = config.scheduler
+            if scheduler_config.work_dir is None:
+                scheduler_config = scheduler_config.model_copy(
+                    update={"work_dir": config.home / "jobs"}
+                )
+            self.scheduler = Scheduler(kb, executors, self.bus, scheduler_config)
+            self.agents["scheduler"] = self.scheduler
+        if "promotion" in wanted:
+            self.agents["promotion"] = ModelPromotion(
+                kb, config.artifacts_dir, policy=config.promotion
+            )
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self.bus.start()
+            self._stack.push_async_callback(self.bus.stop)
+            if isinstance(self.bus, KafkaBus):
+                await self.bus.create_topics(list(ALL_TOPICS), partitions=DEFAULT_PARTITIONS)
+            await self._build()
+            if self.scheduler is not None:
+                watched = await self.scheduler.recover()
+                if watched:
+                    log.info("scheduler: watching %d jobs again", len(watched))
+            for name, agent in self.agents.items():
+                runner = AgentRunner(agent, self.bus, self.kb, self.config.runner)
+                await self._stack.enter_async_context(runner)
+                self.runners[name] = runner
+            if self.scheduler is not None:
+                self._monitors = asyncio.create_task(
+                    self.scheduler.run_monitors(self._stop), name="scheduler-monitors"
+                )
+            if self.plane is not None and self.config.embedded:
+                touched = await self.plane.resume_open(self.bus)
+                if touched:
+                    log.info("intelligence plane: resumed %d open requests", len(touched))
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        if self._monitors is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._monitors
+        await self._stack.aclose()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def wait(self) -> None:
+        """Until ``stop()``, or until a runner stops on an error it cannot handle."""
+        stopped = asyncio.ensure_future(self._stop.wait())
+        tasks: list[asyncio.Future[Any]] = [stopped]
+        tasks += [r._task for r in self.runners.values() if r._task is not None]
+        if self._monitors is not None:
+            tasks.append(self._monitors)
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                error = None if task is stopped else task.exception()
+                if error is not None:
+                    raise error
+        finally:
+            stopped.cancel()
+
+    def health(self) -> list[AgentHealth]:
+        return [runner.health() for runner in self.runners.values()]
+
+    async def request(self, payload: Payload, correlation_id: str) -> Envelope:
+        return await publish(self.bus, payload, correlation_id=correlation_id, source="cli")
+
+    @property
+    def names(self) -> Sequence[str]:
+        return list(self.agents)

@@ -1,0 +1,323 @@
+"""The Intelligence Plane's graph: one request from intake to follow-up, one thread per plan.
+
+    intake -> infer_goals -> request_estimates -> await_estimates
+        -> [await_profiles -> request_estimates]   no estimator knows it: profile first
+        -> request_plans -> await_plans -> choose
+        -> [await_approval]                        when a person approves plans
+        -> execute -> follow_up (until the plan is over) -> END
+    any step that cannot go on -> fail -> END
+
+Nodes never publish or store anything themselves. A node that asks another agent for
+something appends an ``Outgoing`` event to the state's outbox; a node that needs the
+answer pauses the thread with ``interrupt({"wait_for": [event types]})``. The agent
+(``agents.intelligence.agent``) publishes the outbox and resumes the thread with the
+answer when it arrives. With a checkpointer (``langgraph.checkpoint.sqlite``, thread id =
+plan id), every step is saved, so a plane that is killed and restarted carries on each
+open request where it was.
+
+Routing functions return ``Literal`` names, so the graph's shape is checked by type.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+
+from agents.events import (
+    EstimateReady,
+    EstimateRequested,
+    Payload,
+    PlanApproved,
+    PlanBuildRequested,
+    PlanDecision,
+    PlanFinished,
+    PlanOptionsReady,
+    PlanRequested,
+    ProfileCompleted,
+)
+from agents.intelligence.context import PlaneContext
+from agents.intelligence.state import WAIT_KEY, Outgoing, PlaneState
+from knowledge_base.records import Plan, PlanStatus, ResourceEstimate
+from knowledge_base.workload import DNNTraining, WorkloadSpec
+
+__all__ = ["build_graph", "builder", "compile_plane", "graph"]
+
+
+def _emit(state: PlaneState, payload: Payload) -> dict[str, Any]:
+    out = Outgoing(
+        cause=state.get("cause") or "start",
+        type=payload.event_type,
+        payload=payload.model_dump(mode="json"),
+    )
+    return out.model_dump()
+
+
+def _wait(*types: str) -> dict[str, Any]:
+    """Pause the thread until one of ``types`` arrives; returns that event (type, payload)."""
+    answer: dict[str, Any] = interrupt({WAIT_KEY: list(types)})
+    return answer
+
+
+def _spec(state: PlaneState) -> WorkloadSpec:
+    return WorkloadSpec.model_validate(state["spec"])
+
+
+# -- nodes --------------------------------------------------------------------------------
+
+
+def intake(state: PlaneState) -> dict[str, Any]:
+    request = PlanRequested.model_validate(state["request"])
+    spec = request.spec
+    workload = spec.workload
+    what = workload.model if isinstance(workload, DNNTraining) else workload.application
+    return {
+        "status": "planning",
+        "estimate_rounds": 0,
+        "log": [f"intake: {spec.name!r} ({what}) for {spec.user}"],
+    }
+
+
+async def infer_goals(state: PlaneState, runtime: Runtime[PlaneContext]) -> dict[str, Any]:
+    context = runtime.context
+    request = PlanRequested.model_validate(state["request"])
+    inferred = await context.goal_planner.infer(
+        request.text, request.spec.goals, now=context.now(), systems=context.systems
+    )
+    spec = WorkloadSpec.model_validate(
+        {**request.spec.model_dump(mode="json"), "goals": inferred.goals.model_dump(mode="json")}
+    )
+    read = "; ".join(inferred.notes) or "nothing beyond the stated goals"
+    return {
+        "spec": spec.model_dump(mode="json"),
+        "goals_source": inferred.source,
+        "log": [
+            f"goals by {inferred.source}: objective {spec.goals.objective.value}; read: {read}"
+        ],
+    }
+
+
+def request_estimates(state: PlaneState) -> dict[str, Any]:
+    rounds = state.get("estimate_rounds", 0) + 1
+    payload = EstimateRequested(plan_id=state["plan_id"], spec=_spec(state))
+    return {
+        "outbox": [_emit(state, payload)],
+        "estimate_rounds": rounds,
+        "log": [f"asked Resource Estimation for estimates (round {rounds})"],
+    }
+
+
+def await_estimates(state: PlaneState) -> dict[str, Any]:
+    answer = EstimateReady.model_validate(_wait("estimate.ready")["payload"])
+    ids = sorted({e.estimator_id for e in answer.estimates})
+    return {
+        "estimates": [e.model_dump(mode="json") for e in answer.estimates],
+        "needs_profiling": answer.needs_profiling,
+        "log": [
+            f"{len(answer.estimates)} estimates ({', '.join(ids) or 'none'})"
+            + ("; not confident: profiling asked for" if answer.needs_profiling else "")
+        ],
+    }
+
+
+def after_estimates(
+    state: PlaneState, runtime: Runtime[PlaneContext]
+) -> Literal["request_plans", "await_profiles", "fail"]:
+    if state.get("estimates"):
+        return "request_plans"
+    if state.get("needs_profiling") and (
+        state.get("estimate_rounds", 0) < runtime.context.max_estimate_rounds
+    ):
+        return "await_profiles"
+    return "fail"
+
+
+def await_profiles(state: PlaneState) -> dict[str, Any]:
+    answer = _wait("profile.completed")
+    done = ProfileCompleted.model_validate(answer["payload"])
+    if not done.ok:
+        return {
+            "reason": f"profiling {done.model} failed: {done.reason}",
+            "log": ["profiling failed"],
+        }
+    return {"log": [f"profiled {done.model}: {len(done.profile_ids)} profile(s); estimating again"]}
+
+
+def after_profiles(state: PlaneState) -> Literal["request_estimates", "fail"]:
+    return "fail" if state.get("reason") else "request_estimates"
+
+
+def request_plans(state: PlaneState) -> dict[str, Any]:
+    estimates = [ResourceEstimate.model_validate(e) for e in state.get("estimates", [])]
+    payload = PlanBuildRequested(plan_id=state["plan_id"], spec=_spec(state), estimates=estimates)
+    return {
+        "outbox": [_emit(state, payload)],
+        "log": [f"asked Optimization for plans over {len(estimates)} estimates"],
+    }
+
+
+def await_plans(state: PlaneState) -> dict[str, Any]:
+    answer = PlanOptionsReady.model_validate(_wait("plan.options_ready")["payload"])
+    return {"options": answer.model_dump(mode="json")}
+
+
+def after_plans(state: PlaneState) -> Literal["choose", "fail"]:
+    options = state.get("options") or {}
+    return "choose" if options.get("recommended") else "fail"
+
+
+def choose(state: PlaneState, runtime: Runtime[PlaneContext]) -> dict[str, Any]:
+    options = PlanOptionsReady.model_validate(state["options"])
+    assert options.recommended is not None
+    request = PlanRequested.model_validate(state["request"])
+    approval = request.approval or runtime.context.approval
+    if approval == "user":
+        return {
+            "status": "awaiting_approval",
+            "log": [
+                f"awaiting approval: recommended {options.recommended.reason}; "
+                f"{len(options.alternatives)} alternatives"
+            ],
+        }
+    return {
+        "chosen": options.recommended.model_dump(mode="json"),
+        "log": [f"chose automatically: {options.recommended.reason}"],
+    }
+
+
+def after_choose(state: PlaneState) -> Literal["execute", "await_approval"]:
+    return "await_approval" if state.get("status") == "awaiting_approval" else "execute"
+
+
+def await_approval(state: PlaneState) -> dict[str, Any]:
+    decision = PlanDecision.model_validate(_wait("plan.decision")["payload"])
+    options = PlanOptionsReady.model_validate(state["options"])
+    if not decision.approved:
+        return {
+            "status": "rejected",
+            "reason": f"not approved by {decision.by}: {decision.reason or 'no reason given'}",
+            "log": [f"{decision.by} rejected the plan"],
+        }
+    choices = [p for p in [options.recommended, *options.alternatives] if p is not None]
+    if decision.choice >= len(choices):
+        return {
+            "status": "failed",
+            "reason": f"plan.decision choice {decision.choice} is not among the "
+            f"{len(choices)} plans offered",
+            "log": ["approval named a plan that was not offered"],
+        }
+    chosen = choices[decision.choice]
+    return {
+        "status": "planning",
+        "chosen": chosen.model_dump(mode="json"),
+        "log": [f"{decision.by} approved plan {decision.choice}: {chosen.reason}"],
+    }
+
+
+def after_approval(state: PlaneState) -> Literal["execute", "__end__"]:
+    return "execute" if state.get("status") == "planning" and state.get("chosen") else "__end__"
+
+
+def execute(state: PlaneState) -> dict[str, Any]:
+    chosen = Plan.model_validate(state["chosen"]).model_copy(update={"status": PlanStatus.APPROVED})
+    return {
+        "status": "executing",
+        "outbox": [_emit(state, PlanApproved(plan=chosen))],
+        "log": [
+            f"handed plan to the Scheduler: {chosen.option.partition if chosen.option else '?'}"
+        ],
+    }
+
+
+def follow_up(state: PlaneState) -> dict[str, Any]:
+    answer = _wait("plan.finished", "plan.options_ready")
+    if answer["type"] == "plan.options_ready":
+        proposal = PlanOptionsReady.model_validate(answer["payload"])
+        what = proposal.recommended.reason if proposal.recommended else "nothing better fits"
+        # Moving a running job is the Scheduler's call once it can do so without loss;
+        # the plane records the proposal so the user sees why the run diverged.
+        return {"log": [f"re-plan proposed while running: {what}"]}
+    finished = PlanFinished.model_validate(answer["payload"])
+    status = {
+        PlanStatus.COMPLETED: "completed",
+        PlanStatus.CANCELLED: "cancelled",
+    }.get(finished.status, "failed")
+    return {
+        "status": status,
+        "reason": finished.reason,
+        "log": [f"plan {status} after {len(finished.job_ids)} job(s): {finished.reason}"],
+    }
+
+
+def after_follow_up(state: PlaneState) -> Literal["follow_up", "__end__"]:
+    return "follow_up" if state.get("status") == "executing" else "__end__"
+
+
+def fail(state: PlaneState) -> dict[str, Any]:
+    reason = state.get("reason") or _failure(state)
+    return {"status": "failed", "reason": reason, "log": [f"failed: {reason}"]}
+
+
+def _failure(state: PlaneState) -> str:
+    options = state.get("options")
+    if options is not None:
+        answer = PlanOptionsReady.model_validate(options)
+        why = "; ".join(answer.infeasible[:3]) or "no option in scope"
+        return f"no plan meets every limit and goal: {why}"
+    if state.get("needs_profiling"):
+        return (
+            f"no estimator knows the workload after {state.get('estimate_rounds', 0)} "
+            "rounds of estimates and profiling"
+        )
+    return "no estimator could estimate the workload on any option in scope"
+
+
+# -- the graph -------------------------------------------------------------------------------
+
+
+def build_graph() -> StateGraph[PlaneState, PlaneContext, PlaneState, PlaneState]:
+    g: StateGraph[PlaneState, PlaneContext, PlaneState, PlaneState] = StateGraph(
+        PlaneState, context_schema=PlaneContext
+    )
+    g.add_node("intake", intake)
+    g.add_node("infer_goals", infer_goals)
+    g.add_node("request_estimates", request_estimates)
+    g.add_node("await_estimates", await_estimates)
+    g.add_node("await_profiles", await_profiles)
+    g.add_node("request_plans", request_plans)
+    g.add_node("await_plans", await_plans)
+    g.add_node("choose", choose)
+    g.add_node("await_approval", await_approval)
+    g.add_node("execute", execute)
+    g.add_node("follow_up", follow_up)
+    g.add_node("fail", fail)
+    g.add_edge(START, "intake")
+    g.add_edge("intake", "infer_goals")
+    g.add_edge("infer_goals", "request_estimates")
+    g.add_edge("request_estimates", "await_estimates")
+    g.add_conditional_edges("await_estimates", after_estimates)
+    g.add_conditional_edges("await_profiles", after_profiles)
+    g.add_edge("request_plans", "await_plans")
+    g.add_conditional_edges("await_plans", after_plans)
+    g.add_conditional_edges("choose", after_choose)
+    g.add_conditional_edges("await_approval", after_approval)
+    g.add_edge("execute", "follow_up")
+    g.add_conditional_edges("follow_up", after_follow_up)
+    g.add_edge("fail", END)
+    return g
+
+
+builder = build_graph()
+graph: CompiledStateGraph[PlaneState, PlaneContext, PlaneState, PlaneState] = builder.compile()
+"""The graph without a checkpointer (for drawing, and for one-shot runs)."""
+
+
+def compile_plane(
+    checkpointer: BaseCheckpointSaver[Any],
+) -> CompiledStateGraph[PlaneState, PlaneContext, PlaneState, PlaneState]:
+    """The graph with a checkpointer: what the plane runs, one thread per plan id."""
+    return builder.compile(checkpointer=checkpointer)

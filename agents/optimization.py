@@ -1,0 +1,272 @@
+"""The Optimization agent: what-if, plan builder and queue-aware selector over the estimates.
+
+Senses ``plan.build_requested`` (the Intelligence Plane has estimates and wants plans)
+and ``plan.replan_requested`` (the Scheduler saw a running plan fall behind its
+estimate). Sense adds what planning needs from outside: the catalog (knowledge base),
+the queue now (each system's executor: ``squeue``/``sinfo`` on SLURM) and the time.
+Decide runs the planner exactly as ``rightsize plan`` does (``tools.planning.selector.plan``:
+what-if over the catalog, plan builder, budget/deadline, objective), with the estimates
+it was given behind the planner's estimator seam (``FixedEstimates``), and answers
+``plan.options_ready``: the recommended plan as a knowledge-base ``Plan`` (cascade
+segments included), the next best, and why the rest cannot run.
+
+A re-plan plans the work that is left: the epochs still to run, at the pace the job
+actually showed (``projected_run_s``), on every partition that shares the estimated
+hardware, so that a partition with idle nodes now can win over a busy one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents.events import Envelope, PlanBuildRequested, PlanOptionsReady, PlanReplanRequested
+from agents.runtime import Action, Agent, Emit, Observation
+from agents.topics import PLANS
+from knowledge_base.catalog import Catalog
+from knowledge_base.errors import NotFoundError, RightsizeError
+from knowledge_base.records import Interval, Plan, ResourceEstimate
+from knowledge_base.store import KnowledgeBase
+from knowledge_base.workload import DNNTraining, WorkloadSpec
+from tools.actuators.base import Executor
+from tools.actuators.slurm import SlurmExecutor
+from tools.planning.builder import PlanningConfig
+from tools.planning.cost import DollarRates
+from tools.planning.estimation import Candidate, NoEstimate, Workload
+from tools.planning.queue import QueueModel, QueueSnapshot, snapshot_from_slurm
+from tools.planning.results import PlannedOption
+from tools.planning.selector import Selection, plan
+
+__all__ = [
+    "FixedEstimates",
+    "Optimization",
+    "OptimizationConfig",
+    "OptimizationObservation",
+    "options_ready",
+    "remaining_work",
+]
+
+
+class OptimizationConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    planning: PlanningConfig = Field(default_factory=PlanningConfig)
+    rates: DollarRates = Field(default_factory=DollarRates)
+    alternatives: int = Field(default=4, ge=0, description="Next-best plans in the answer")
+    infeasible: int = Field(default=10, ge=0, description="Reasons in the answer")
+    live_queue: bool = Field(default=True, description="Ask executors for their queue")
+
+
+@dataclass(frozen=True)
+class FixedEstimates:
+    """The planner's estimator seam over estimates someone else computed.
+
+    Matches a candidate by system, node type, nodes, cores, GPUs and batch size, and by
+    partition unless ``any_partition``: the estimate of a hardware shape holds on every
+    partition that runs on it (what a re-plan needs to consider moving).
+    """
+
+    estimates: tuple[ResourceEstimate, ...]
+    any_partition: bool = False
+
+    @property
+    def estimator_id(self) -> str:
+        ids = sorted({e.estimator_id for e in self.estimates})
+        return "+".join(ids) or "none"
+
+    def estimate(self, workload: Workload, candidate: Candidate) -> ResourceEstimate | NoEstimate:
+        for known in self.estimates:
+            option = known.option
+            if (
+                option.system == candidate.system.name
+                and (self.any_partition or option.partition == candidate.partition.name)
+                and option.node_type in (None, candidate.node_type.name)
+                and option.nodes == candidate.nodes
+                and option.cores_per_node == candidate.cores_per_node
+                and option.gpus_per_node == candidate.gpus_per_node
+                and option.batch_size == candidate.batch_size
+            ):
+                if option.partition == candidate.partition.name:
+                    return known
+                moved = option.model_copy(update={"partition": candidate.partition.name})
+                return known.model_copy(update={"option": moved})
+        return NoEstimate(f"Resource Estimation gave no estimate for {candidate.where}")
+
+
+def remaining_work(
+    spec: WorkloadSpec,
+    estimates: Sequence[ResourceEstimate],
+    fraction: float,
+    pace_run_s: float | None,
+) -> tuple[WorkloadSpec, list[ResourceEstimate]]:
+    """The spec and estimates of the work left (``fraction`` of it), at the observed pace."""
+    workload = spec.workload
+    if isinstance(workload, DNNTraining):
+        epochs = max(1, math.ceil(workload.epochs * fraction))
+        spec = spec.model_copy(update={"workload": workload.model_copy(update={"epochs": epochs})})
+    scaled = []
+    for estimate in estimates:
+        runtime = estimate.runtime_s
+        point = (pace_run_s or runtime.point) * fraction
+        ratio = point / runtime.point if runtime.point else 1.0
+        scaled.append(
+            estimate.model_copy(
+                update={
+                    "runtime_s": Interval(
+                        point=point,
+                        low=min(point, runtime.low * ratio),
+                        high=max(point, runtime.high * ratio),
+                        coverage=runtime.coverage,
+                    ),
+                    "label": f"{estimate.label}; rescaled to the observed pace",
+                }
+            )
+        )
+    return spec, scaled
+
+
+def _reason(chosen: PlannedOption, selection: Selection) -> str:
+    o = chosen.option
+    jobs = len(chosen.segment_walltimes_s)
+    chain = f"{jobs} cascaded jobs" if jobs > 1 else "one job"
+    wait = "unknown" if chosen.expected_wait_s is None else f"{chosen.expected_wait_s / 60:.0f} min"
+    return (
+        f"{selection.objective.value}: {o.system}/{o.partition}, {chain} of <= "
+        f"{o.walltime_s // 60} min, {o.memory_mb} MB/node; run ~{chosen.expected_run_s / 60:.1f} "
+        f"min, wait {wait} (estimator {chosen.estimate.estimator_id})"
+    )
+
+
+def options_ready(
+    selection: Selection,
+    spec: WorkloadSpec,
+    plan_id: str,
+    config: OptimizationConfig,
+    *,
+    replan: bool,
+) -> PlanOptionsReady:
+    """The planner's selection as the event the Intelligence Plane reads (pure)."""
+    chosen = selection.recommended
+    recommended = None
+    if chosen is not None:
+        recommended = chosen.to_record(spec, plan_id, _reason(chosen, selection))
+    alternatives: list[Plan] = [
+        p.to_record(spec, plan_id, _reason(p, selection))
+        for p in selection.ranked[1 : 1 + config.alternatives]
+    ]
+    infeasible = [
+        f"{i.system}/{i.partition}: {i.reason}" for i in selection.infeasible[: config.infeasible]
+    ]
+    return PlanOptionsReady(
+        plan_id=plan_id,
+        recommended=recommended,
+        alternatives=alternatives,
+        infeasible=infeasible,
+        notes=list(selection.notes),
+        replan=replan,
+    )
+
+
+class OptimizationObservation(Observation):
+    kind: Literal["build", "replan"]
+    plan_id: str
+    spec: WorkloadSpec
+    estimates: list[ResourceEstimate]
+    catalog: Catalog
+    snapshots: list[QueueSnapshot] = Field(default_factory=list)
+    now: datetime
+
+
+class Optimization(Agent[OptimizationObservation]):
+    """Builds policy-valid, priced, queue-aware plans and recommends one."""
+
+    name = "optimization"
+    topics = (PLANS,)
+
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        executors: Mapping[str, Executor] | None = None,
+        config: OptimizationConfig | None = None,
+    ) -> None:
+        self.kb = kb
+        self.executors = dict(executors or {})
+        self.config = config or OptimizationConfig()
+
+    async def _snapshots(self, spec: WorkloadSpec, catalog: Catalog) -> list[QueueSnapshot]:
+        if not self.config.live_queue:
+            return []
+        snapshots = []
+        now = datetime.now(UTC)
+        for name in spec.goals.systems or catalog.names():
+            executor = self.executors.get(name)
+            if executor is None:
+                continue
+            try:
+                system = catalog.system(name)
+                entries = await executor.queue()
+                if isinstance(executor, SlurmExecutor):
+                    sinfo = await asyncio.to_thread(executor.commands.run, ["sinfo", "--json"])
+                    snapshots.append(snapshot_from_slurm(system, entries, sinfo, taken_at=now))
+                else:
+                    snapshots.append(
+                        QueueSnapshot(
+                            system=name, taken_at=now, source=executor.backend, jobs=entries
+                        )
+                    )
+            except (RightsizeError, NotFoundError):
+                continue  # no queue information: planning says the wait is unknown
+        return snapshots
+
+    async def sense(self, event: Envelope) -> OptimizationObservation | None:
+        payload = event.payload
+        if isinstance(payload, PlanBuildRequested):
+            spec, estimates, kind = payload.spec, payload.estimates, "build"
+        elif isinstance(payload, PlanReplanRequested):
+            spec, estimates = remaining_work(
+                payload.spec,
+                payload.estimates,
+                payload.remaining_fraction,
+                payload.projected_run_s,
+            )
+            kind = "replan"
+        else:
+            return None
+        catalog = await self.kb.get_catalog()
+        return OptimizationObservation(
+            event=event,
+            kind=kind,
+            plan_id=payload.plan_id,
+            spec=spec,
+            estimates=estimates,
+            catalog=catalog,
+            snapshots=await self._snapshots(spec, catalog),
+            now=datetime.now(UTC),
+        )
+
+    def decide(self, observation: OptimizationObservation) -> list[Action]:
+        queue = (
+            QueueModel(observation.snapshots, observation.catalog)
+            if observation.snapshots
+            else None
+        )
+        replan = observation.kind == "replan"
+        selection = plan(
+            observation.spec,
+            observation.catalog,
+            now=observation.now,
+            queue=queue,
+            rates=self.config.rates,
+            config=self.config.planning,
+            estimators=[FixedEstimates(tuple(observation.estimates), any_partition=replan)],
+        )
+        answer = options_ready(
+            selection, observation.spec, observation.plan_id, self.config, replan=replan
+        )
+        return [Emit(payload=answer)]

@@ -1,0 +1,927 @@
+"""The Scheduler / Orchestrator agent: submits approved plans, watches every job, reschedules.
+
+Senses ``plan.approved`` (run a plan: the Intelligence Plane's choice, or a Profiling
+run), the job events its own monitors publish (``job.state_changed``, ``job.progress``,
+``job.finished``); decides with the pure rules of ``agents.rescheduler``; acts through the
+actuator (``tools.actuators``) and the knowledge base, publishing ``job.submitted``, a
+``schedule.decision`` with the reason for every choice, ``plan.replan_requested`` when a
+job's progress diverges from the estimate, and ``plan.finished`` when a plan is over.
+
+Nothing is submitted twice. The plan's ledger (``Plan.segments`` in the knowledge base)
+records each submission in two steps: an intent (an entry in state ``submitting``) before
+the actuator is called, the job id right after. A redelivered event finds the job id
+and submits nothing; an intent left by a crash between the two steps is reconciled on
+start by looking the job up by its unique name (``<name>-<plan>-s<segment>a<attempt>``)
+before anything is resubmitted. Events carry deterministic ids (the runtime derives
+them from the cause), so their consumers drop repeats.
+
+Each system has one executor and one ``JobMonitor``; ``run_monitors`` polls them beside
+the agent's runner. ``recover`` re-watches, after a restart, every job the ledgers say is
+still in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents.bus.base import Bus
+from agents.events import (
+    Envelope,
+    JobFinished,
+    JobProgress,
+    JobStateChanged,
+    JobSubmitted,
+    PlanApproved,
+    PlanFinished,
+    PlanReplanRequested,
+    ScheduleDecision,
+)
+from agents.monitor import JobMonitor
+from agents.rescheduler import (
+    Finish,
+    JobEnd,
+    Limits,
+    NextJob,
+    ReschedulePolicy,
+    as_of,
+    attempts_of,
+    entry_of,
+    is_terminal,
+    next_planned_walltime_s,
+    on_job_end,
+    on_progress,
+    planned_segments,
+    submitted,
+)
+from agents.runtime import Action, Agent, Emit, Observation
+from agents.topics import JOBS, PLANS
+from knowledge_base.errors import ConflictError, NotFoundError, RightsizeError
+from knowledge_base.records import (
+    CascadeSegment,
+    JobRecord,
+    JobState,
+    Plan,
+    PlanStatus,
+    ResourceEstimate,
+)
+from knowledge_base.store import KnowledgeBase
+from knowledge_base.workload import DNNTraining
+from tools.actuators.base import Executor
+from tools.actuators.model import JobRequest, SimulatedWork
+from tools.actuators.monitor import Progress, parse_progress
+from tools.actuators.slurm import SlurmExecutor
+from tools.planning.builder import job_request
+from tools.planning.render import command_for
+
+__all__ = [
+    "Conclude",
+    "PlanRaced",
+    "RecordJob",
+    "RecordState",
+    "RequestReplan",
+    "Scheduler",
+    "SchedulerConfig",
+    "SchedulerObservation",
+    "Submit",
+    "job_name",
+    "update_plan",
+]
+
+log = logging.getLogger(__name__)
+
+Purpose = Literal["workload", "profiling"]
+SimulatedBehaviour = Callable[[Plan, int, int], SimulatedWork | None]
+"""(plan, segment index, attempt) -> how the job behaves on the simulated cluster."""
+
+
+class PlanRaced(RightsizeError):
+    """Someone else kept updating the plan; the handler is retried from the start."""
+
+    transient = True
+
+
+async def update_plan(
+    kb: KnowledgeBase, plan_id: str, change: Callable[[Plan], Plan | None], *, tries: int = 8
+) -> Plan:
+    """Read the plan, apply ``change`` (None: nothing to do) and store it, compare-and-set.
+
+    Another agent (the Intelligence Plane, a second Scheduler replica) may update the same
+    plan; on a lost race the change is applied again to what is stored now.
+    """
+    for _ in range(tries):
+        plan = await kb.get_plan(plan_id)
+        changed = change(plan)
+        if changed is None:
+            return plan
+        try:
+            return await kb.put_plan(changed)
+        except ConflictError:
+            continue
+    raise PlanRaced(f"plan {plan_id!r} kept changing under {tries} updates; retrying")
+
+
+class SchedulerConfig(BaseModel):
+    """Where jobs run and how far the Re-scheduler may go on its own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    policy: ReschedulePolicy = Field(default_factory=ReschedulePolicy)
+    checkpoint_overhead_s: int = Field(
+        default=300,
+        ge=0,
+        description="Per cascade segment: start-up, loading and saving a checkpoint; a "
+        "segment's work budget (RIGHTSIZE_SEGMENT_WORK_S) is its walltime minus this",
+    )
+    poll_interval_s: float = Field(default=5.0, gt=0, description="How often monitors poll")
+    profile_steps: int = Field(
+        default=20, ge=1, description="Timed steps of a profiling run (RIGHTSIZE_PROFILE_STEPS)"
+    )
+    work_dir: Path | None = Field(
+        default=None, description="Jobs run in WORK_DIR/<plan id>; None: the executor's default"
+    )
+
+
+# -- observations and actions -------------------------------------------------------------
+
+
+class SchedulerObservation(Observation):
+    """What the Scheduler knows when it decides: the plan, and what happened to which job."""
+
+    kind: Literal["start", "running", "progress", "ended", "ignore"]
+    plan: Plan | None = None
+    purpose: Purpose = "workload"
+    limits: Limits | None = None
+    checkpointable: bool = False
+    job_id: str | None = None
+    end: JobEnd | None = None
+    elapsed_s: float | None = None
+    fraction_at_start: float | None = None
+    fraction_now: float | None = None
+    record: JobRecord | None = None
+    replan_asked: bool = False
+
+
+class Submit(Action):
+    plan_id: str
+    purpose: Purpose = "workload"
+    segment_index: int = Field(ge=0)
+    attempt: int = Field(ge=1)
+    memory_mb: int = Field(ge=1)
+    walltime_s: int = Field(ge=1)
+    decision: Literal["submit", "next_segment", "more_memory", "longer_walltime"]
+    reason: str
+    about_job: str | None = None
+
+
+class Conclude(Action):
+    plan_id: str
+    purpose: Purpose = "workload"
+    status: PlanStatus
+    reason: str
+    about_job: str | None = None
+
+
+class RecordState(Action):
+    plan_id: str
+    job_id: str
+    state: JobState
+
+
+class RecordJob(Action):
+    record: JobRecord
+
+
+class RequestReplan(Action):
+    plan_id: str
+    job_id: str
+    reason: str
+    remaining_fraction: float
+    projected_run_s: float | None = None
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+def job_name(plan: Plan, index: int, attempt: int) -> str:
+    """A job's unique name: how a submission is found again after a crash."""
+    return f"{plan.spec.name[:48]}-{plan.id[:56]}-s{index}a{attempt}"
+
+
+def _purpose_of(plan: Plan) -> Purpose:
+    return "profiling" if plan.id.startswith("profile-") else "workload"
+
+
+def _checkpointable(plan: Plan) -> bool:
+    return isinstance(plan.spec.workload, DNNTraining) and plan.spec.workload.checkpointable
+
+
+def _mark_state(action: RecordState, plan: Plan) -> Plan | None:
+    return _mark(plan, action.job_id, action.state.value)
+
+
+def _mark(plan: Plan, job_id: str, state: str) -> Plan | None:
+    if (entry := entry_of(plan, job_id)) is None or entry.state == state:
+        return None
+    segments = [
+        s.model_copy(update={"state": state}) if s.job_id == job_id else s for s in plan.segments
+    ]
+    status = plan.status
+    if state == JobState.RUNNING.value and status in (PlanStatus.APPROVED, PlanStatus.SUBMITTED):
+        status = PlanStatus.RUNNING
+    return plan.model_copy(update={"segments": segments, "status": status})
+
+
+def simulated_from_estimate(plan: Plan, index: int, attempt: int) -> SimulatedWork | None:
+    """On the simulated cluster, a job behaves as its estimate says (its share of it)."""
+    estimate: ResourceEstimate | None = plan.estimate
+    if estimate is None:
+        return None
+    segments = planned_segments(plan)
+    run_s = max(1, math.ceil(estimate.runtime_s.point / segments))
+    return SimulatedWork(run_s=run_s, peak_memory_mb=math.ceil(estimate.memory_mb.point))
+
+
+# -- the agent ---------------------------------------------------------------------------
+
+
+class Scheduler(Agent[SchedulerObservation]):
+    """Submits plans through the actuators, tracks every job and acts on its outcome."""
+
+    name = "scheduler"
+    topics = (PLANS, JOBS)
+
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        executors: Mapping[str, Executor],
+        bus: Bus,
+        config: SchedulerConfig | None = None,
+        *,
+        simulated: SimulatedBehaviour | None = simulated_from_estimate,
+    ) -> None:
+        self.kb = kb
+        self.executors = dict(executors)
+        self.config = config or SchedulerConfig()
+        self.simulated = simulated
+        self.monitors = {
+            system: JobMonitor(executor, bus, system=system, source=self.name)
+            for system, executor in self.executors.items()
+        }
+        # job -> (first progress fraction seen, when): the base of its pace
+        self._first_seen: dict[str, tuple[float, datetime]] = {}
+
+    # -- sense ------------------------------------------------------------------------------
+
+    async def sense(self, event: Envelope) -> SchedulerObservation | None:
+        payload = event.payload
+        if isinstance(payload, PlanApproved):
+            return await self._sense_approved(event, payload)
+        if isinstance(payload, JobStateChanged) and payload.plan_id:
+            plan = await self._plan(payload.plan_id)
+            if plan is None or entry_of(plan, payload.job_id) is None:
+                return None
+            if payload.state is JobState.RUNNING:
+                return SchedulerObservation(
+                    event=event, kind="running", plan=plan, job_id=payload.job_id
+                )
+            return None
+        if isinstance(payload, JobProgress) and payload.plan_id:
+            return await self._sense_progress(event, payload)
+        if isinstance(payload, JobFinished) and payload.job.plan_id:
+            return await self._sense_finished(event, payload)
+        return None
+
+    async def _plan(self, plan_id: str) -> Plan | None:
+        try:
+            return await self.kb.get_plan(plan_id)
+        except NotFoundError:
+            return None
+
+    async def _sense_approved(self, event: Envelope, payload: PlanApproved) -> SchedulerObservation:
+        approved = payload.plan
+        stored = await self._plan(approved.id)
+        if stored is None:
+            fresh = approved.model_copy(update={"version": 0, "status": PlanStatus.APPROVED})
+            try:
+                stored = await self.kb.put_plan(fresh)
+            except ConflictError:
+                stored = await self.kb.get_plan(approved.id)
+        elif not submitted(stored) and stored.status in (
+            PlanStatus.DRAFT,
+            PlanStatus.AWAITING_APPROVAL,
+            PlanStatus.APPROVED,
+        ):
+            # The Intelligence Plane stored it while planning; take the approved choice.
+            def approve(plan: Plan) -> Plan | None:
+                if submitted(plan):
+                    return None
+                return plan.model_copy(
+                    update={
+                        "status": PlanStatus.APPROVED,
+                        "option": approved.option,
+                        "estimate": approved.estimate,
+                        "expected_cost": approved.expected_cost,
+                        "expected_wait_s": approved.expected_wait_s,
+                        "segments": approved.segments,
+                        "reason": approved.reason,
+                    }
+                )
+
+            stored = await update_plan(self.kb, approved.id, approve)
+        over = stored.status in (PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED)
+        # Not over: decide as on first sight; submitting segment 0 again is found in the
+        # ledger and only its events are re-published (same ids: consumers drop them).
+        return SchedulerObservation(
+            event=event,
+            kind="ignore" if over else "start",
+            plan=stored,
+            purpose=payload.purpose,
+            limits=await self._limits(stored),
+        )
+
+    async def _limits(self, plan: Plan) -> Limits | None:
+        option = plan.option
+        if option is None:
+            return None
+        try:
+            system = await self.kb.get_system(option.system)
+            partition = system.partition(option.partition)
+        except NotFoundError:
+            return None
+        node = system.node_type_of(partition)
+        memory = partition.max_memory_mb
+        if node is not None and (node.usable_memory_mb or node.memory_mb):
+            memory = min(memory, node.usable_memory_mb or node.memory_mb or memory)
+        return Limits(
+            where=f"{system.name}/{partition.name}",
+            max_memory_mb=max(1, memory),
+            max_walltime_s=max(60, partition.max_minutes * 60),
+        )
+
+    def _executor(self, plan: Plan) -> Executor | None:
+        return self.executors.get(plan.option.system) if plan.option else None
+
+    async def _sense_progress(
+        self, event: Envelope, payload: JobProgress
+    ) -> SchedulerObservation | None:
+        assert payload.plan_id is not None
+        if payload.fraction is None:
+            return None
+        # Pace is judged from the first progress line seen, not from the job's start, so
+        # start-up (interpreter, imports, loading a checkpoint) does not count as slowness.
+        first, first_at = self._first_seen.setdefault(
+            payload.job_id, (payload.fraction, event.time)
+        )
+        plan = await self._plan(payload.plan_id)
+        if plan is None or plan.estimate is None or entry_of(plan, payload.job_id) is None:
+            return None
+        executor = self._executor(plan)
+        if executor is None or executor.backend == "simulated":
+            return None  # simulated progress is seconds of a job, not the workload's
+        elapsed = (event.time - first_at).total_seconds()
+        asked = await self.kb.is_processed(f"{self.name}.replan", plan.id)
+        return SchedulerObservation(
+            event=event,
+            kind="progress",
+            plan=plan,
+            job_id=payload.job_id,
+            elapsed_s=elapsed,
+            fraction_at_start=first,
+            fraction_now=payload.fraction,
+            replan_asked=asked,
+        )
+
+    async def _progress_of(self, executor: Executor, job_id: str) -> Progress | None:
+        try:
+            return parse_progress(await executor.output_tail(job_id))
+        except RightsizeError as exc:
+            if exc.transient:
+                raise
+            return None
+
+    async def _sense_finished(
+        self, event: Envelope, payload: JobFinished
+    ) -> SchedulerObservation | None:
+        record = payload.job
+        assert record.plan_id is not None
+        stored = await self._plan(record.plan_id)
+        if stored is None or (entry := entry_of(stored, record.job_id)) is None:
+            return None
+        executor = self._executor(stored)
+        if executor is None:
+            return None
+        plan = as_of(stored, record.job_id)
+        if executor.backend == "simulated":
+            # A simulated job reports seconds of its own run; in the workload's terms it
+            # did its planned share: one more segment of the planned count.
+            done_before = len([s for s in submitted(plan) if s.state == "completed"])
+            progress: Progress | None = Progress(
+                "segment", done_before + 1, float(planned_segments(plan))
+            )
+            previous: Progress | None = Progress("segment", done_before, None)
+        else:
+            progress = await self._progress_of(executor, record.job_id)
+            jobs = submitted(plan)
+            at = next(i for i, s in enumerate(jobs) if s.job_id == record.job_id)
+            before = jobs[at - 1].job_id if at > 0 else None
+            previous = await self._progress_of(executor, before) if before else None
+        end = JobEnd(
+            job_id=record.job_id,
+            state=record.state,
+            reason="",
+            exit_code=record.exit_code,
+            done=progress.done if progress else None,
+            total=progress.total if progress else None,
+            unit=progress.unit if progress else "step",
+            previous_done=previous.done if previous else None,
+        )
+        option = plan.option
+        try:
+            known = await self.kb.get_job(record.system, record.job_id)
+        except NotFoundError:
+            known = None
+        history = record.model_copy(
+            update={
+                "user": plan.spec.user,
+                "account": plan.spec.account,
+                "requested_nodes": option.nodes if option else None,
+                "requested_cores": option.nodes * option.cores_per_node if option else None,
+                "requested_gpus": option.nodes * option.gpus_per_node if option else None,
+                "requested_memory_mb": option.memory_mb if option else None,
+                "requested_walltime_s": entry.walltime_s,
+                "predicted_runtime_s": known.predicted_runtime_s if known else None,
+            }
+        )
+        return SchedulerObservation(
+            event=event,
+            kind="ended",
+            plan=plan,
+            purpose=_purpose_of(plan),
+            limits=await self._limits(plan),
+            checkpointable=_checkpointable(plan),
+            job_id=record.job_id,
+            end=end,
+            record=history,
+        )
+
+    # -- decide (pure) ------------------------------------------------------------------------
+
+    def decide(self, observation: SchedulerObservation) -> list[Action]:
+        plan = observation.plan
+        if plan is None or observation.kind == "ignore":
+            return []
+        if observation.kind == "start":
+            if plan.option is None:
+                return [
+                    Conclude(
+                        plan_id=plan.id,
+                        purpose=observation.purpose,
+                        status=PlanStatus.FAILED,
+                        reason="the approved plan has no option to run",
+                    )
+                ]
+            if plan.option.system not in self.executors:
+                return [
+                    Conclude(
+                        plan_id=plan.id,
+                        purpose=observation.purpose,
+                        status=PlanStatus.FAILED,
+                        reason=f"no executor for system {plan.option.system!r} here "
+                        f"(this Scheduler runs jobs on {', '.join(sorted(self.executors))})",
+                    )
+                ]
+            count = planned_segments(plan)
+            chain = f"segment 0 of a {count}-job cascade" if count > 1 else "one job"
+            return [
+                Submit(
+                    plan_id=plan.id,
+                    purpose=observation.purpose,
+                    segment_index=0,
+                    attempt=1,
+                    memory_mb=plan.option.memory_mb,
+                    walltime_s=next_planned_walltime_s(plan, 0, plan.option.walltime_s),
+                    decision="submit",
+                    reason=f"approved plan: {chain} on {plan.option.system}/"
+                    f"{plan.option.partition} ({plan.reason or 'as planned'})",
+                )
+            ]
+        if observation.kind == "running":
+            assert observation.job_id is not None
+            return [RecordState(plan_id=plan.id, job_id=observation.job_id, state=JobState.RUNNING)]
+        if observation.kind == "progress":
+            if observation.replan_asked or plan.estimate is None:
+                return []
+            assert observation.elapsed_s is not None and observation.job_id is not None
+            replan = on_progress(
+                plan.estimate.runtime_s,
+                elapsed_s=observation.elapsed_s,
+                fraction_at_start=observation.fraction_at_start or 0.0,
+                fraction_now=observation.fraction_now or 0.0,
+                policy=self.config.policy,
+            )
+            if replan is None:
+                return []
+            return [
+                RequestReplan(
+                    plan_id=plan.id,
+                    job_id=observation.job_id,
+                    reason=replan.reason,
+                    remaining_fraction=replan.remaining_fraction,
+                    projected_run_s=replan.projected_run_s,
+                )
+            ]
+        # ended
+        end, limits = observation.end, observation.limits
+        assert end is not None
+        actions: list[Action] = []
+        if observation.record is not None:
+            actions.append(RecordJob(record=observation.record))
+        if limits is None:
+            actions.append(
+                Conclude(
+                    plan_id=plan.id,
+                    purpose=observation.purpose,
+                    status=PlanStatus.FAILED,
+                    reason=f"the catalog has no partition "
+                    f"{plan.option.system if plan.option else '?'}/"
+                    f"{plan.option.partition if plan.option else '?'}: cannot reschedule",
+                    about_job=end.job_id,
+                )
+            )
+            return actions
+        outcome = on_job_end(
+            plan,
+            end,
+            limits=limits,
+            checkpointable=observation.checkpointable,
+            policy=self.config.policy,
+        )
+        actions.append(RecordState(plan_id=plan.id, job_id=end.job_id, state=end.state))
+        if isinstance(outcome, Finish):
+            actions.append(
+                Conclude(
+                    plan_id=plan.id,
+                    purpose=observation.purpose,
+                    status=outcome.status,
+                    reason=outcome.reason,
+                    about_job=end.job_id,
+                )
+            )
+        else:
+            actions.append(self._submit_from(plan, outcome, observation.purpose, end.job_id))
+        return actions
+
+    @staticmethod
+    def _submit_from(plan: Plan, outcome: NextJob, purpose: Purpose, about: str) -> Submit:
+        return Submit(
+            plan_id=plan.id,
+            purpose=purpose,
+            segment_index=outcome.segment_index,
+            attempt=outcome.attempt,
+            memory_mb=outcome.memory_mb,
+            walltime_s=outcome.walltime_s,
+            decision=outcome.kind,
+            reason=outcome.reason,
+            about_job=about,
+        )
+
+    # -- act ---------------------------------------------------------------------------------
+
+    async def act(self, actions: Sequence[Action], cause: Envelope) -> list[Emit]:
+        emits: list[Emit] = []
+        for action in actions:
+            if isinstance(action, Submit):
+                emits.extend(await self._submit(action))
+            elif isinstance(action, Conclude):
+                emits.extend(await self._conclude(action))
+            elif isinstance(action, RecordState):
+                await update_plan(self.kb, action.plan_id, partial(_mark_state, action))
+            elif isinstance(action, RecordJob):
+                await self.kb.add_jobs([action.record])
+            elif isinstance(action, RequestReplan):
+                emits.extend(await self._replan(action))
+            elif isinstance(action, Emit):
+                emits.append(action)
+            else:
+                raise NotImplementedError(f"Scheduler.act does not handle {type(action).__name__}")
+        return emits
+
+    async def _submit(self, action: Submit) -> list[Emit]:
+        plan = await self.kb.get_plan(action.plan_id)
+        assert plan.option is not None
+        executor = self.executors[plan.option.system]
+        existing = _submission(plan, action.segment_index, action.attempt)
+        if existing is not None and existing.job_id is not None:
+            # A redelivered event: this submission happened. Say so again, submit nothing.
+            self._watch(plan, existing.job_id)
+            return self._submitted_events(plan, action, existing.job_id)
+        job_id: str | None = None
+        if existing is None:
+
+            def intend(plan: Plan) -> Plan | None:
+                if _submission(plan, action.segment_index, action.attempt) is not None:
+                    return None
+                assert plan.option is not None
+                option = plan.option.model_copy(update={"memory_mb": action.memory_mb})
+                intent = CascadeSegment(
+                    index=action.segment_index, walltime_s=action.walltime_s, state="submitting"
+                )
+                return plan.model_copy(
+                    update={"segments": [*plan.segments, intent], "option": option}
+                )
+
+            plan = await update_plan(self.kb, action.plan_id, intend)
+        else:  # an intent without a job id: submitted before a crash, or not?
+            job_id = await _find_by_name(
+                executor, job_name(plan, action.segment_index, action.attempt)
+            )
+        if job_id is None:
+            job_id = await executor.submit(self._request(plan, action))
+            log.info(
+                "plan %s: segment %d attempt %d is job %s (%s)",
+                plan.id,
+                action.segment_index,
+                action.attempt,
+                job_id,
+                action.decision,
+            )
+        found = job_id
+
+        def record(plan: Plan) -> Plan | None:
+            intent = _submission(plan, action.segment_index, action.attempt)
+            segments = [
+                s.model_copy(update={"job_id": found, "state": "pending"}) if s is intent else s
+                for s in plan.segments
+            ]
+            status = plan.status if plan.status is PlanStatus.RUNNING else PlanStatus.SUBMITTED
+            return plan.model_copy(update={"segments": segments, "status": status})
+
+        plan = await update_plan(self.kb, action.plan_id, record)
+        self._watch(plan, job_id)
+        return self._submitted_events(plan, action, job_id)
+
+    def _watch(self, plan: Plan, job_id: str) -> None:
+        assert plan.option is not None
+        monitor = self.monitors.get(plan.option.system)
+        if monitor is not None:
+            monitor.watch(job_id, plan.id)
+
+    def _submitted_events(self, plan: Plan, action: Submit, job_id: str) -> list[Emit]:
+        assert plan.option is not None
+        option = plan.option.model_copy(update={"walltime_s": action.walltime_s})
+        return [
+            Emit(
+                payload=JobSubmitted(
+                    plan_id=plan.id,
+                    system=plan.option.system,
+                    job_id=job_id,
+                    option=option,
+                    segment_index=action.segment_index,
+                ),
+                correlation_id=plan.id,
+            ),
+            Emit(
+                payload=ScheduleDecision(
+                    plan_id=plan.id,
+                    action=action.decision,
+                    reason=action.reason,
+                    job_id=action.about_job,
+                    new_job_id=job_id,
+                    segment_index=action.segment_index,
+                    attempt=action.attempt,
+                    partition=plan.option.partition,
+                    memory_mb=action.memory_mb,
+                    walltime_s=action.walltime_s,
+                ),
+                correlation_id=plan.id,
+            ),
+        ]
+
+    def _request(self, plan: Plan, action: Submit) -> JobRequest:
+        option = plan.option
+        assert option is not None
+        spec = plan.spec
+        qos = None
+        request = job_request(spec, option, qos, action.walltime_s, command_for(spec))
+        env: dict[str, str] = {}
+        workload = spec.workload
+        if _purpose_of(plan) == "profiling":
+            env["RIGHTSIZE_PROFILE_STEPS"] = str(self.config.profile_steps)
+        if isinstance(workload, DNNTraining):
+            env["RIGHTSIZE_EPOCHS"] = str(workload.epochs)
+            if option.batch_size is not None:
+                env["RIGHTSIZE_BATCH_SIZE"] = str(option.batch_size)
+            if workload.checkpointable:
+                work_s = max(1, action.walltime_s - self.config.checkpoint_overhead_s)
+                env["RIGHTSIZE_SEGMENT"] = str(action.segment_index)
+                env["RIGHTSIZE_SEGMENTS"] = str(planned_segments(plan))
+                env["RIGHTSIZE_SEGMENT_WORK_S"] = str(work_s)
+        working_dir = None
+        if self.config.work_dir is not None:
+            working_dir = self.config.work_dir.expanduser().resolve() / plan.id
+            working_dir.mkdir(parents=True, exist_ok=True)
+        simulated = (
+            self.simulated(plan, action.segment_index, action.attempt) if self.simulated else None
+        )
+        return JobRequest.model_validate(
+            {
+                **request.model_dump(),
+                "name": job_name(plan, action.segment_index, action.attempt),
+                "environment": env,
+                "plan_id": plan.id,
+                "working_dir": working_dir,
+                "simulated": simulated.model_dump() if simulated else None,
+            }
+        )
+
+    async def _conclude(self, action: Conclude) -> list[Emit]:
+        def finish(plan: Plan) -> Plan | None:
+            if plan.status in (PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED):
+                return None
+            segments = plan.segments
+            if action.about_job is not None:
+                segments = [
+                    s
+                    if s.job_id != action.about_job
+                    else s.model_copy(update={"state": _final_state(s.state, action.status)})
+                    for s in segments
+                ]
+            return plan.model_copy(
+                update={"status": action.status, "reason": action.reason, "segments": segments}
+            )
+
+        plan = await update_plan(self.kb, action.plan_id, finish)
+        jobs = submitted(plan)
+        log.info("plan %s: %s: %s", plan.id, action.status.value, action.reason)
+        return [
+            Emit(
+                payload=ScheduleDecision(
+                    plan_id=plan.id,
+                    action="complete" if action.status is PlanStatus.COMPLETED else "stop",
+                    reason=action.reason,
+                    job_id=action.about_job,
+                    segment_index=jobs[-1].index if jobs else 0,
+                    attempt=max(1, attempts_of(plan, jobs[-1].index)) if jobs else 1,
+                    partition=plan.option.partition if plan.option else None,
+                ),
+                correlation_id=plan.id,
+            ),
+            Emit(
+                payload=PlanFinished(
+                    plan_id=plan.id,
+                    status=plan.status,
+                    reason=plan.reason,
+                    job_ids=[s.job_id for s in jobs if s.job_id],
+                    segments=len({s.index for s in jobs}),
+                    purpose=action.purpose,
+                ),
+                correlation_id=plan.id,
+            ),
+        ]
+
+    async def _replan(self, action: RequestReplan) -> list[Emit]:
+        # The processed-events store doubles as an idempotency-key store: one re-plan per
+        # plan (a proposal the Intelligence Plane records; asking again adds nothing).
+        if not await self.kb.complete_event(f"{self.name}.replan", action.plan_id):
+            return []
+        plan = await self.kb.get_plan(action.plan_id)
+        return [
+            Emit(
+                payload=ScheduleDecision(
+                    plan_id=plan.id,
+                    action="replan",
+                    reason=action.reason,
+                    job_id=action.job_id,
+                    partition=plan.option.partition if plan.option else None,
+                ),
+                correlation_id=plan.id,
+            ),
+            Emit(
+                payload=PlanReplanRequested(
+                    plan_id=plan.id,
+                    spec=plan.spec,
+                    estimates=[plan.estimate] if plan.estimate else [],
+                    reason=action.reason,
+                    remaining_fraction=action.remaining_fraction,
+                    projected_run_s=action.projected_run_s,
+                    job_id=action.job_id,
+                ),
+                correlation_id=plan.id,
+            ),
+        ]
+
+    # -- recovery and monitors ---------------------------------------------------------------
+
+    async def recover(self) -> list[str]:
+        """After a restart: watch every job still in flight, reconcile interrupted submits.
+
+        Returns the job ids it watches again.
+        """
+        watched: list[str] = []
+        for status in (PlanStatus.APPROVED, PlanStatus.SUBMITTED, PlanStatus.RUNNING):
+            for plan in await self.kb.list_plans(status=status):
+                if plan.option is None or plan.option.system not in self.executors:
+                    continue
+                for segment in plan.segments:
+                    if segment.state == "submitting":
+                        await self._reconcile(plan, segment)
+                plan = await self.kb.get_plan(plan.id)
+                for segment in submitted(plan):
+                    if segment.job_id and not is_terminal(segment.state):
+                        self._watch(plan, segment.job_id)
+                        watched.append(segment.job_id)
+        return watched
+
+    async def _reconcile(self, plan: Plan, segment: CascadeSegment) -> None:
+        """An intent without a job id: find the job by its name, or clear the intent."""
+        assert plan.option is not None
+        executor = self.executors[plan.option.system]
+        attempt = sum(1 for s in submitted(plan) if s.index == segment.index and s is not segment)
+        name = job_name(plan, segment.index, attempt + 1)
+        found = await _find_by_name(executor, name)
+
+        def settle(stored: Plan) -> Plan | None:
+            segments = []
+            for s in stored.segments:
+                if s.index == segment.index and s.state == "submitting" and s.job_id is None:
+                    if found is None:
+                        continue  # never submitted: drop the intent; redelivery redoes it
+                    s = s.model_copy(update={"job_id": found, "state": "pending"})
+                segments.append(s)
+            return stored.model_copy(update={"segments": segments})
+
+        await update_plan(self.kb, plan.id, settle)
+        log.warning(
+            "plan %s: segment %d was being submitted when the Scheduler stopped: %s",
+            plan.id,
+            segment.index,
+            f"found as job {found}" if found else "not submitted; it will be submitted again",
+        )
+
+    async def run_monitors(self, stop: asyncio.Event) -> None:
+        """Poll every system's monitor until ``stop`` is set."""
+        tasks = [
+            asyncio.create_task(_poll_forever(monitor, self.config.poll_interval_s, stop))
+            for monitor in self.monitors.values()
+        ]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+
+def _submission(plan: Plan, index: int, attempt: int) -> CascadeSegment | None:
+    """The ledger entry of the ``attempt``-th submission of segment ``index``, if any."""
+    count = 0
+    for entry in submitted(plan):
+        if entry.index == index:
+            count += 1
+            if count == attempt:
+                return entry
+    return None
+
+
+def _final_state(state: str | None, status: PlanStatus) -> str | None:
+    if is_terminal(state):
+        return state
+    return {
+        PlanStatus.COMPLETED: "completed",
+        PlanStatus.CANCELLED: "cancelled",
+    }.get(status, state)
+
+
+async def _find_by_name(executor: Executor, name: str) -> str | None:
+    """The id of a job named ``name`` the batch system knows (queued or finished)."""
+    for record in await executor.finished_jobs():
+        if record.application == name:
+            return record.job_id
+    if isinstance(executor, SlurmExecutor):
+        text = await asyncio.to_thread(
+            executor.commands.run, ["squeue", "--noheader", "--name", name, "--format", "%i"]
+        )
+        ids = [line.strip() for line in text.splitlines() if line.strip()]
+        return ids[0] if ids else None
+    return None
+
+
+async def _poll_forever(monitor: JobMonitor, interval_s: float, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        try:
+            await monitor.poll_once()
+        except RightsizeError as exc:  # an executor error must not end the monitor
+            log.warning("monitor %s: %s", monitor.system, exc)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval_s)

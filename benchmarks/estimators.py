@@ -1,0 +1,232 @@
+"""HARP's Table 1 on this project's own profiles: black-box / white-box / hybrid estimators
+of time per training iteration and peak memory, on seen and unseen model families, with
+all and with 20% of the training data; plus the cross-hardware result on Gavel's GPUs.
+
+    python benchmarks/estimators.py                      # the table (about 20-40 min)
+    python benchmarks/estimators.py --json out.json      # and every figure as JSON
+    python benchmarks/estimators.py --quick              # a smoke run (few epochs)
+
+Data: ``data/dnn_profiles/cpu_sweep.jsonl`` (status ``ok`` rows; crashes and OOMs are out).
+Protocol, fixed before any test figure was looked at:
+
+- seen families: 20% of the configurations (repeats of one configuration together) are
+  the test split, the rest the training data; every family is in both.
+- unseen families: three folds of families, each tested by estimators trained on the
+  other two folds, so no family is in both training and test: {resnet,
+  resnet_bottleneck, mlp}, {vgg, vit, transformer}, {mobilenet_v2, lstm, dlrm} (ResNets
+  together, and ViT with the Transformer: they share blocks). Figures pool the folds.
+- 20% data: a seeded 20% of the training configurations.
+- Every estimator is fitted on 80% of its training data and calibrated (intervals) and
+  ranked (HARP's rule, ``selected``) on the other 20%; the test split is used only to
+  score. Hyperparameters are the package defaults; nothing is tuned on a test split.
+- MAPE of the p50; under = fraction of test rows whose p50 is below the truth; coverage =
+  fraction inside the calibrated [p10, p90] (intended 0.80).
+- Noise floor: configurations the sweep ran two or three times; mean absolute deviation
+  from their mean, percent (the error a perfect estimator would still show).
+
+Cross-hardware: ``tools.estimators.dnn.crosshw`` (train K80+P100, predict V100; and with
+Pollux's T4 added to training), hardware described by specs only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(REPO))
+# Multi-threaded torch on a shared machine: never spin-wait (see tools.profiling.profiler).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np  # noqa: E402
+
+from tools.estimators.dnn.bundle import KINDS, example_inputs, split_validation, train_bundle  # noqa: E402
+from tools.estimators.dnn.crosshw import cross_hardware, load_gpu_points  # noqa: E402
+from tools.estimators.dnn.dataset import (  # noqa: E402
+    Example,
+    GraphStore,
+    default_dataset_path,
+    load_examples,
+    noise_floor,
+)
+from tools.estimators.dnn.features import analytic_estimates  # noqa: E402
+from tools.estimators.dnn.metrics import score  # noqa: E402
+
+FOLDS = (
+    ("resnet", "resnet_bottleneck", "mlp"),
+    ("vgg", "vit", "transformer"),
+    ("mobilenet_v2", "lstm", "dlrm"),
+)
+TARGETS = ("iteration_s", "peak_memory_mb")
+
+
+def _subsample(examples: Sequence[Example], fraction: float, seed: int) -> list[Example]:
+    if fraction >= 1:
+        return list(examples)
+    _, kept = split_validation(examples, fraction, seed)
+    return kept
+
+
+def _predict(
+    train: Sequence[Example], test: Sequence[Example], store: GraphStore, epochs: int
+) -> dict[str, dict[str, np.ndarray]]:
+    """target -> kind (and 'selected', 'analytic') -> (rows, 3) quantiles on ``test``."""
+    bundle = train_bundle(train, store, gnn_epochs=epochs)
+    items = example_inputs(test, store)
+    graphs = [store.get(e.key) for e in test]
+    predicted = bundle.predict(items, graphs)
+    out: dict[str, dict[str, np.ndarray]] = {}
+    analytic = np.array([analytic_estimates(i) for i in items])
+    for target in TARGETS:
+        out[target] = {kind: p.quantiles for kind, p in predicted[target].items()}
+        out[target]["selected"] = out[target][bundle.meta.selected[target]]
+        column = analytic[:, 0 if target == "iteration_s" else 1]
+        out[target]["analytic"] = np.repeat(column[:, None], 3, axis=1)
+    out["_selected"] = {t: np.array([bundle.meta.selected[t]]) for t in TARGETS}
+    return out
+
+
+def _truth(examples: Sequence[Example], target: str) -> np.ndarray:
+    return np.array([getattr(e, target) for e in examples])
+
+
+def _scores(
+    pieces: list[tuple[list[Example], dict[str, dict[str, np.ndarray]]]],
+) -> dict[str, dict[str, dict[str, float | None]]]:
+    """kind -> target -> figures, pooled over the pieces (folds)."""
+    table: dict[str, dict[str, dict[str, float | None]]] = {}
+    for kind in (*KINDS, "selected", "analytic"):
+        table[kind] = {}
+        for target in TARGETS:
+            q = np.concatenate([pred[target][kind] for _, pred in pieces])
+            truth = np.concatenate([_truth(test, target) for test, _ in pieces])
+            s = score(q[:, 1], truth, q[:, 0], q[:, 2])
+            table[kind][target] = {
+                "mape": s.mape,
+                "under_rate": s.under_rate,
+                "coverage": None if kind == "analytic" else s.coverage,
+                "rows": s.rows,
+            }
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, default=None)
+    parser.add_argument("--graphs", type=Path, default=Path("~/.rightsize/dnn/graphs"))
+    parser.add_argument("--gnn-epochs", type=int, default=60)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="5 GNN epochs (a smoke run)")
+    parser.add_argument("--json", type=Path, default=None, help="Also write figures here")
+    parser.add_argument(
+        "--shared-data", type=Path, default=REPO.parent / "shared" / "data" / "dnn_profiles"
+    )
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    epochs = 5 if args.quick else args.gnn_epochs
+    began = time.monotonic()
+
+    examples = load_examples(args.dataset or default_dataset_path())
+    store = GraphStore(args.graphs.expanduser())
+    store.build(examples, workers=args.workers)
+    floor = noise_floor(examples)
+
+    rest, test = split_validation(examples, 0.2, seed=0)
+    results: dict[str, object] = {}
+    settings: list[
+        tuple[str, str, list[tuple[list[Example], dict[str, dict[str, np.ndarray]]]]]
+    ] = []
+    for fraction in (1.0, 0.2):
+        label = f"{int(fraction * 100)}%"
+        logging.info("seen families, %s of the training data", label)
+        train = _subsample(rest, fraction, seed=1)
+        settings.append(("seen", label, [(test, _predict(train, test, store, epochs))]))
+        pieces = []
+        for fold in FOLDS:
+            logging.info("unseen families %s, %s of the training data", fold, label)
+            fold_test = [e for e in examples if e.family in fold]
+            fold_train = _subsample([e for e in examples if e.family not in fold], fraction, 1)
+            pieces.append((fold_test, _predict(fold_train, fold_test, store, epochs)))
+        settings.append(("unseen", label, pieces))
+
+    rows = []
+    for families, label, pieces in settings:
+        table = _scores(pieces)
+        chosen = {t: sorted({str(p["_selected"][t][0]) for _, p in pieces}) for t in TARGETS}
+        results[f"{families}/{label}"] = {"scores": table, "selected": chosen}
+        for kind, by_target in table.items():
+            rows.append(
+                (kind, families, label, by_target["iteration_s"], by_target["peak_memory_mb"])
+            )
+
+    gpu = {}
+    points = load_gpu_points(args.shared_data) if args.shared_data.exists() else []
+    for train_gpus in (["k80", "p100"], ["k80", "p100", "t4"]):
+        if points:
+            result = cross_hardware(points, train_gpus, "v100")
+            gpu["+".join(train_gpus)] = result.model_dump()
+
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{value:6.2f}"
+
+    def frac(value: float | None) -> str:
+        return "-" if value is None else f"{value:4.2f}"
+
+    print(
+        f"# DNN estimators on {len(examples)} profiles ({len({e.config_key for e in examples})} "
+        f"configurations, {len({e.family for e in examples})} families), "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"GNN epochs {epochs}"
+    )
+    print(
+        f"noise floor: {int(floor['repeated_configs'])} repeated configurations; "
+        f"time {floor['time_mape_pct']:.2f}% , memory {floor['memory_mape_pct']:.2f}% "
+        f"(mean |x - mean| / mean); within-run spread of the timed steps, median "
+        f"{floor['within_run_spread_pct']:.2f}% (max - min over median)"
+    )
+    print()
+    print(
+        "| estimator | families | train data | time MAPE % | time under | time p10-p90 cov "
+        "| memory MAPE % | memory under | memory p10-p90 cov |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for kind, families, label, t, m in rows:
+        print(
+            f"| {kind} | {families} | {label} | {pct(t['mape'])} | {frac(t['under_rate'])} | "
+            f"{frac(t['coverage'])} | {pct(m['mape'])} | {frac(m['under_rate'])} | "
+            f"{frac(m['coverage'])} |"
+        )
+    for key, value in results.items():
+        assert isinstance(value, dict)
+        print(f"selected by HARP's rule on validation, {key}: {value['selected']}")
+    print()
+    for name, result in gpu.items():
+        test_scores = result["test"]
+        figures = ", ".join(f"{k} {v['mape']:.1f}%" for k, v in test_scores.items())
+        print(
+            f"cross-hardware: train {name}, predict V100 ({result['rows_test']} points): "
+            f"{figures}; selected on leave-one-GPU-out among the training GPUs: "
+            f"{result['selected']}"
+        )
+    print(f"\nelapsed {time.monotonic() - began:.0f} s")
+    if args.json is not None:
+        payload = {
+            "examples": len(examples),
+            "noise_floor": floor,
+            "settings": results,
+            "cross_hardware": gpu,
+            "gnn_epochs": epochs,
+        }
+        args.json.write_text(json.dumps(payload, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,852 @@
+"""The MCP tools: one pydantic input model and one pydantic result each, a thin mapping.
+
+Each tool is a plain ``async def impl(request, app, user) -> Result`` that calls the same
+functions the CLI and the agents call (``tools.planning.service``, the knowledge base,
+the executors, the bus); ``register_tools`` puts them on an ``MCPServer`` with honest
+annotations. ``user`` is the authenticated caller: plans and jobs of anyone else are
+answered as not found, never shown.
+
+    list_systems           read-only     the center catalog, one line per system
+    describe_partition     read-only     one queue's limits, node type and charge policy
+    estimate_resources     read-only     a WorkloadSpec's estimates, or a PyTorch model file's
+    what_if                read-only     every option, ranked, with every infeasible reason
+    build_plan             writes        the recommended plan, stored as the caller's draft
+    submit_plan            writes        hand a draft to the Intelligence Plane (confirm=true)
+    get_plan_status        read-only     a plan and its jobs as the executor sees them
+    cancel_plan            destructive   cancel a plan and its running jobs
+    explain_infeasibility  read-only     why options (or a plan) cannot run, closest first
+    get_job_history        read-only     the caller's finished jobs
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import inspect
+import logging
+import math
+import tempfile
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, Self, TypeVar
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agents.bus.base import Message
+from agents.events import Envelope, PlanRequested, event_id_for
+from agents.scheduler import update_plan
+from agents.topics import topic_for
+from knowledge_base.catalog import NodeType, Partition, System
+from knowledge_base.errors import ConflictError, InvalidInputError, NotFoundError, RightsizeError
+from knowledge_base.records import JobRecord, Plan, PlanStatus, ResourceEstimate
+from knowledge_base.store import JobQuery
+from knowledge_base.workload import DNNTraining, GenericJob, Objective, WorkloadSpec
+from mcp_server.auth import current_user
+from mcp_server.context import AppContext
+from tools.actuators.model import JobStatus
+from tools.planning.builder import BuildContext, PlanningConfig
+from tools.planning.results import Infeasible, PlanSummary
+from tools.planning.selector import Selection
+from tools.planning.service import gather_estimators, plan_workload
+from tools.planning.whatif import what_if as run_what_if
+
+__all__ = [
+    "TOOLS",
+    "BuildPlanInput",
+    "BuildPlanResult",
+    "CancelPlanInput",
+    "CancelPlanResult",
+    "DescribePartitionInput",
+    "EstimateResourcesInput",
+    "EstimateResourcesResult",
+    "ExplainInfeasibilityInput",
+    "ExplainInfeasibilityResult",
+    "JobHistoryInput",
+    "JobHistoryResult",
+    "ListSystemsInput",
+    "ListSystemsResult",
+    "ModelFile",
+    "PartitionDescription",
+    "PlanIdInput",
+    "PlanStatusResult",
+    "SubmitPlanInput",
+    "SubmitPlanResult",
+    "SystemSummary",
+    "WhatIfInput",
+    "WhatIfResult",
+    "owned_plan",
+    "register_tools",
+]
+
+log = logging.getLogger(__name__)
+
+FINAL = {PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED}
+MODEL_FILE_MAX_CHARS = 200_000
+
+# Bounds on what one request may ask for. The domain model has no upper limits (a trace may
+# hold anything); a request past these is a mistake, and answering it would only burn CPU.
+_LIMITS: dict[str, int] = {
+    "workload.epochs": 100_000,
+    "workload.dataset_samples": 10**12,
+    "workload.max_nodes": 100_000,
+    "workload.nodes": 100_000,
+    "workload.cores": 10_000_000,
+    "workload.gpus": 1_000_000,
+    "workload.memory_mb": 10**9,
+    "workload.walltime_s": 10 * 365 * 86_400,
+}
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _bounded(spec: WorkloadSpec) -> WorkloadSpec:
+    """Refuse absurd sizes with the field and the value."""
+    w = spec.workload
+    values: dict[str, int | None] = {}
+    if isinstance(w, DNNTraining):
+        values = {
+            "workload.epochs": w.epochs,
+            "workload.dataset_samples": w.dataset_samples,
+            "workload.max_nodes": w.max_nodes,
+        }
+        if len(w.batch_sizes) > 64:
+            raise ValueError(f"workload.batch_sizes: at most 64 sizes, got {len(w.batch_sizes)}")
+        for size in w.batch_sizes:
+            if size > 1_000_000:
+                raise ValueError(f"workload.batch_sizes: {size} is past 1,000,000")
+        if len(w.input_shape) > 8 or math.prod(w.input_shape or [1]) > 10**9:
+            raise ValueError(f"workload.input_shape: {w.input_shape} is past 1e9 values")
+    elif isinstance(w, GenericJob):
+        values = {
+            "workload.nodes": w.nodes,
+            "workload.cores": w.cores,
+            "workload.gpus": w.gpus,
+            "workload.memory_mb": w.memory_mb,
+            "workload.walltime_s": w.walltime_s,
+        }
+    for name, value in values.items():
+        if value is not None and value > _LIMITS[name]:
+            raise ValueError(f"{name}: {value} is past the limit {_LIMITS[name]:,}")
+    return spec
+
+
+class _WorkloadInput(_Input):
+    workload: WorkloadSpec = Field(description="A WorkloadSpec, as in examples/resnet50.yaml")
+
+    @model_validator(mode="after")
+    def _sizes(self) -> Self:
+        _bounded(self.workload)
+        return self
+
+
+# -- list_systems ---------------------------------------------------------------------
+
+
+class ListSystemsInput(_Input):
+    center: str | None = Field(default=None, max_length=64, description="Only this center")
+
+
+class SystemSummary(_Result):
+    name: str
+    center: str
+    scheduler: str
+    partitions: int
+    gpu_partitions: int
+    node_types: list[str]
+    longest_walltime_s: int
+    largest_job_nodes: int
+
+
+class ListSystemsResult(_Result):
+    systems: list[SystemSummary]
+
+
+def _summary(system: System) -> SystemSummary:
+    parts = system.partitions
+    return SystemSummary(
+        name=system.name,
+        center=system.center,
+        scheduler=system.scheduler,
+        partitions=len(parts),
+        gpu_partitions=sum(1 for p in parts if p.gpus_per_node),
+        node_types=[n.name for n in system.node_types],
+        longest_walltime_s=max((p.max_minutes for p in parts), default=0) * 60,
+        largest_job_nodes=max((p.max_nodes for p in parts), default=0),
+    )
+
+
+async def list_systems(request: ListSystemsInput, app: AppContext, user: str) -> ListSystemsResult:
+    catalog = await app.kb.get_catalog()
+    wanted = request.center.lower() if request.center else None
+    return ListSystemsResult(
+        systems=[
+            _summary(s) for s in catalog.systems if wanted is None or s.center.lower() == wanted
+        ]
+    )
+
+
+# -- describe_partition ---------------------------------------------------------------
+
+
+class DescribePartitionInput(_Input):
+    system: str = Field(min_length=1, max_length=64)
+    partition: str = Field(min_length=1, max_length=128)
+
+
+class PartitionDescription(_Result):
+    system: str
+    center: str
+    partition: Partition
+    node_type: NodeType | None
+
+
+async def describe_partition(
+    request: DescribePartitionInput, app: AppContext, user: str
+) -> PartitionDescription:
+    system = await app.kb.get_system(request.system)
+    partition = system.partition(request.partition)
+    return PartitionDescription(
+        system=system.name,
+        center=system.center,
+        partition=partition,
+        node_type=system.node_type_of(partition),
+    )
+
+
+# -- estimate_resources ---------------------------------------------------------------
+
+
+class ModelFile(_Input):
+    """The text of a PyTorch model file and how it trains (as ``rightsize estimate``)."""
+
+    source: str = Field(min_length=1, max_length=MODEL_FILE_MAX_CHARS, description="Python text")
+    model_class: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    batch_sizes: list[int] = Field(min_length=1, max_length=16)
+    epochs: int = Field(default=50, ge=1, le=100_000)
+    samples: int = Field(default=20_000, ge=1, le=10**12, description="Per epoch")
+    optimizer: Literal["sgd", "adam"] = "sgd"
+    hardware: list[str] = Field(
+        default_factory=lambda: ["all"],
+        min_length=1,
+        max_length=32,
+        description="all, SYSTEM or SYSTEM/PARTITION",
+    )
+    input_shape: list[int] | None = Field(default=None, max_length=8)
+    num_classes: int | None = Field(default=None, ge=1, le=10_000_000)
+
+    @model_validator(mode="after")
+    def _sizes(self) -> Self:
+        for size in self.batch_sizes:
+            if not 1 <= size <= 65_536:
+                raise ValueError(f"model_file.batch_sizes: {size} is not in 1..65536")
+        for dim in self.input_shape or []:
+            if not 1 <= dim <= 100_000:
+                raise ValueError(f"model_file.input_shape: {dim} is not in 1..100000")
+        if "local" in self.hardware:
+            raise ValueError("model_file.hardware: 'local' is the server's machine, not yours")
+        return self
+
+
+class EstimateResourcesInput(_Input):
+    workload: WorkloadSpec | None = Field(default=None, description="Estimate this workload")
+    model_file: ModelFile | None = Field(default=None, description="Or this model file")
+    top: int = Field(default=20, ge=1, le=500, description="Estimates to return at most")
+
+    @model_validator(mode="after")
+    def _one(self) -> Self:
+        if (self.workload is None) == (self.model_file is None):
+            raise ValueError("give exactly one of workload or model_file")
+        if self.workload is not None:
+            _bounded(self.workload)
+        return self
+
+
+class OptionEstimateOut(_Result):
+    """One hardware option and batch size for a model file (``rightsize estimate --json``)."""
+
+    hardware: str
+    batch_size: int
+    iteration_time_s: dict[str, float]
+    peak_memory_mb: dict[str, float]
+    walltime_s: dict[str, float]
+    fits: bool
+    estimator: str
+    iterations: int
+    note: str = ""
+
+
+class EstimateResourcesResult(_Result):
+    estimates: list[ResourceEstimate] = Field(
+        default_factory=list, description="Per feasible option (workload), fastest first"
+    )
+    model_file_estimates: list[OptionEstimateOut] = Field(default_factory=list)
+    options: int = Field(description="Options estimated in all")
+    infeasible: int = 0
+
+
+_CLI_FIELDS = {
+    "--model-file": "model_file.source",
+    "--model-class": "model_file.model_class",
+    "--input-shape": "model_file.input_shape",
+    "--num-classes": "model_file.num_classes",
+    "--batch-size": "model_file.batch_sizes",
+}
+
+
+def _model_file_estimates(model: ModelFile, app: AppContext, catalog: Any) -> list[Any]:
+    """The DNN estimator on the model's text (``rightsize estimate``'s path, no smoke step)."""
+    try:
+        ast.parse(model.source)
+    except SyntaxError as exc:
+        raise InvalidInputError(
+            f"does not parse: {exc.msg} at line {exc.lineno}", field="model_file.source"
+        ) from None
+    if not app.deps.allow_model_code:
+        raise InvalidInputError(
+            "this server does not run model code (start it with --allow-model-code)",
+            field="model_file",
+        )
+    try:
+        from tools.estimators.dnn.dataset import graph_data
+        from tools.estimators.dnn.service import estimate, hardware_options, load_bundle
+        from tools.estimators.dnn.usermodel import load_user_model
+    except ImportError as exc:  # being finished alongside this server
+        raise InvalidInputError(
+            f"the DNN estimator is not available: {exc}", field="model_file"
+        ) from None
+    with tempfile.TemporaryDirectory(prefix="rightsize-mcp-") as folder:
+        path = Path(folder) / "model.py"
+        path.write_text(model.source, encoding="utf-8")
+        try:
+            user_model = load_user_model(
+                path,
+                model.model_class,
+                input_shape=model.input_shape,
+                num_classes=model.num_classes,
+            )
+            graphs = {size: graph_data(user_model.graph(size)) for size in model.batch_sizes}
+        except InvalidInputError as exc:
+            text = str(exc)
+            for prefix in (exc.source, exc.field):
+                if prefix:
+                    text = text.removeprefix(f"{prefix}: ")
+            field = _CLI_FIELDS.get(exc.field or "", "model_file")
+            raise InvalidInputError(text.replace(str(path), "model.py"), field=field) from None
+        except Exception as exc:  # the user's code: anything can go wrong in it
+            raise InvalidInputError(
+                f"the model does not trace: {type(exc).__name__}: {exc}",
+                field="model_file.source",
+            ) from None
+    try:
+        bundle, _ = load_bundle(app.deps.home, train=False)
+    except InvalidInputError:
+        bundle = None  # untrained: the analytic op-graph estimate, labelled as such
+    options = hardware_options(model.hardware, catalog, None)
+    return estimate(
+        graphs,
+        epochs=model.epochs,
+        samples=model.samples,
+        optimizer=model.optimizer,
+        options=options,
+        bundle=bundle,
+    )
+
+
+async def estimate_resources(
+    request: EstimateResourcesInput, app: AppContext, user: str
+) -> EstimateResourcesResult:
+    catalog = await app.kb.get_catalog()
+    if request.model_file is not None:
+        import asyncio
+
+        rows = await asyncio.to_thread(_model_file_estimates, request.model_file, app, catalog)
+        return EstimateResourcesResult(
+            model_file_estimates=[
+                OptionEstimateOut.model_validate(r.model_dump(mode="json"))
+                for r in rows[: request.top]
+            ],
+            options=len(rows),
+        )
+    assert request.workload is not None
+    spec = request.workload
+    estimators = await gather_estimators(app.kb, spec, catalog)
+    context = BuildContext(spec=spec, config=PlanningConfig(), rates=app.deps.rates, queue=None)
+    result = run_what_if(spec, catalog, context, estimators)
+    ranked = sorted(result.feasible, key=lambda p: p.expected_run_s)
+    return EstimateResourcesResult(
+        estimates=[p.estimate for p in ranked[: request.top]],
+        options=len(result.feasible) + len(result.infeasible),
+        infeasible=len(result.infeasible),
+    )
+
+
+# -- what_if / build_plan / explain_infeasibility ---------------------------------------
+
+
+class WhatIfInput(_WorkloadInput):
+    objective: Objective | None = Field(default=None, description="Overrides goals.objective")
+    top: int = Field(default=10, ge=1, le=500, description="Plans and reasons to return at most")
+
+
+class WhatIfResult(_Result):
+    workload: str
+    objective: str
+    recommended: PlanSummary | None
+    feasible: list[PlanSummary] = Field(description="Best first, at most top")
+    feasible_count: int
+    infeasible: list[Infeasible] = Field(description="Closest to feasible first, at most top")
+    infeasible_count: int
+    notes: list[str]
+
+
+async def _select(
+    app: AppContext, spec: WorkloadSpec, objective: Objective | None = None
+) -> Selection:
+    catalog = await app.kb.get_catalog()
+    estimators = await gather_estimators(app.kb, spec, catalog)
+    return plan_workload(spec, catalog, estimators, objective=objective, rates=app.deps.rates)
+
+
+async def what_if(request: WhatIfInput, app: AppContext, user: str) -> WhatIfResult:
+    selection = await _select(app, request.workload, request.objective)
+    report = selection.report()
+    return WhatIfResult(
+        workload=report.workload,
+        objective=report.objective,
+        recommended=report.recommended,
+        feasible=report.feasible[: request.top],
+        feasible_count=len(report.feasible),
+        infeasible=report.infeasible[: request.top],
+        infeasible_count=len(report.infeasible),
+        notes=report.notes,
+    )
+
+
+class BuildPlanInput(_WorkloadInput):
+    objective: Objective | None = Field(default=None, description="Overrides goals.objective")
+
+
+class BuildPlanResult(_Result):
+    plan_id: str | None = Field(description="The stored draft; None when nothing can run")
+    status: PlanStatus | None
+    recommended: PlanSummary | None
+    alternatives: list[PlanSummary] = Field(description="The next best, at most 3")
+    infeasible: list[Infeasible] = Field(description="Closest first, at most 5")
+    notes: list[str]
+    next_step: str
+
+
+def _own_spec(spec: WorkloadSpec, user: str) -> None:
+    if spec.user != user:
+        raise InvalidInputError(
+            f"you are {user!r}; a plan is built for its caller",
+            field="workload.user",
+            value=spec.user,
+        )
+
+
+async def build_plan(request: BuildPlanInput, app: AppContext, user: str) -> BuildPlanResult:
+    spec = request.workload
+    _own_spec(spec, user)
+    selection = await _select(app, spec, request.objective)
+    report = selection.report()
+    plan_id: str | None = None
+    status: PlanStatus | None = None
+    if selection.recommended is not None:
+        plan_id = f"{spec.name[:40]}-{uuid.uuid4().hex[:12]}"
+        record = selection.recommended.to_record(spec, plan_id, reason="built over MCP")
+        stored = await app.kb.put_plan(record.model_copy(update={"status": PlanStatus.DRAFT}))
+        status = stored.status
+    return BuildPlanResult(
+        plan_id=plan_id,
+        status=status,
+        recommended=report.recommended,
+        alternatives=report.feasible[1:4],
+        infeasible=report.infeasible[:5],
+        notes=report.notes,
+        next_step=(
+            f"submit_plan with plan_id={plan_id!r} and confirm=true once the user agrees"
+            if plan_id
+            else "explain_infeasibility says why nothing fits; relax a goal or a size"
+        ),
+    )
+
+
+class ExplainInfeasibilityInput(_Input):
+    workload: WorkloadSpec | None = Field(default=None, description="Explain this workload")
+    plan_id: str | None = Field(
+        default=None, min_length=1, max_length=200, description="Or one of your plans"
+    )
+    top: int = Field(default=10, ge=1, le=500)
+
+    @model_validator(mode="after")
+    def _one(self) -> Self:
+        if (self.workload is None) == (self.plan_id is None):
+            raise ValueError("give exactly one of workload or plan_id")
+        if self.workload is not None:
+            _bounded(self.workload)
+        return self
+
+
+class ExplainInfeasibilityResult(_Result):
+    workload: str
+    feasible_count: int
+    has_plan: bool
+    by_constraint: dict[str, int] = Field(description="Infeasible options per broken constraint")
+    infeasible: list[Infeasible] = Field(description="Closest to feasible first")
+    plan_reason: str | None = Field(description="The plan's own reason, for a plan_id")
+    summary: str
+
+
+async def explain_infeasibility(
+    request: ExplainInfeasibilityInput, app: AppContext, user: str
+) -> ExplainInfeasibilityResult:
+    plan_reason: str | None = None
+    if request.plan_id is not None:
+        plan = await owned_plan(app, request.plan_id, user)
+        spec, plan_reason = plan.spec, plan.reason
+    else:
+        assert request.workload is not None
+        spec = request.workload
+    selection = await _select(app, spec)
+    counts = Counter(i.constraint for i in selection.infeasible)
+    closest = selection.infeasible[0].reason if selection.infeasible else "none"
+    summary = f"{len(selection.ranked)} options can run, {len(selection.infeasible)} cannot" + (
+        f"; closest that cannot: {closest}" if selection.infeasible else ""
+    )
+    return ExplainInfeasibilityResult(
+        workload=spec.name,
+        feasible_count=len(selection.ranked),
+        has_plan=selection.recommended is not None,
+        by_constraint=dict(counts.most_common()),
+        infeasible=selection.infeasible[: request.top],
+        plan_reason=plan_reason,
+        summary=summary,
+    )
+
+
+# -- plans: submit, status, cancel ------------------------------------------------------
+
+
+async def owned_plan(app: AppContext, plan_id: str, user: str) -> Plan:
+    """The caller's plan; someone else's is not found (its existence is not disclosed)."""
+    try:
+        plan = await app.kb.get_plan(plan_id)
+    except NotFoundError:
+        plan = None
+    if plan is None or plan.user != user:
+        raise NotFoundError(f"plan_id: you have no plan {plan_id!r}")
+    return plan
+
+
+class PlanIdInput(_Input):
+    plan_id: str = Field(min_length=1, max_length=200)
+
+
+class SubmitPlanInput(PlanIdInput):
+    confirm: bool = Field(description="Must be true: the user agreed to spend allocation on it")
+    request_text: str = Field(
+        default="", max_length=2000, description="The request in the user's words, for goals"
+    )
+
+
+class SubmitPlanResult(_Result):
+    plan_id: str
+    status: PlanStatus
+    submitted: bool
+    already_submitted: bool
+    event_id: str
+    message: str
+
+
+def submission_event(plan: Plan, text: str) -> Envelope:
+    """The plan.requested event for ``plan``; its id depends only on the plan id, so a
+    retried submission is the same event and the agents handle it once."""
+    return Envelope.of(
+        PlanRequested(plan_id=plan.id, spec=plan.spec, text=text, approval="auto"),
+        source="mcp_server",
+        correlation_id=plan.id,
+        id=event_id_for("mcp_server", "plan.requested", plan.id),
+    )
+
+
+async def submit_plan(request: SubmitPlanInput, app: AppContext, user: str) -> SubmitPlanResult:
+    if request.confirm is not True:
+        raise InvalidInputError(
+            "submitting spends the user's allocation: ask them, then pass confirm=true",
+            field="confirm",
+            value=request.confirm,
+        )
+    plan = await owned_plan(app, request.plan_id, user)
+    if plan.status in FINAL:
+        raise ConflictError(f"plan_id: plan {plan.id!r} is {plan.status.value}; build a new one")
+    event = submission_event(plan, request.request_text)
+    if plan.status != PlanStatus.DRAFT:
+        return SubmitPlanResult(
+            plan_id=plan.id,
+            status=plan.status,
+            submitted=True,
+            already_submitted=True,
+            event_id=str(event.id),
+            message="already with the Intelligence Plane; get_plan_status follows it",
+        )
+    if app.bus is None:
+        raise InvalidInputError(
+            "no agents listen to this server (run `rightsize mcp --center`, or set "
+            "RIGHTSIZE_KAFKA_BOOTSTRAP to the center's Kafka); nothing was submitted",
+            field="plan_id",
+            value=plan.id,
+        )
+    # One write, keyed by a deterministic event id: a retry republishes the same event,
+    # which the agents' processed-event ledger handles once; nothing partial is stored.
+    await app.bus.publish_many([Message.of(topic_for(event.type), event)])
+    return SubmitPlanResult(
+        plan_id=plan.id,
+        status=plan.status,
+        submitted=True,
+        already_submitted=False,
+        event_id=str(event.id),
+        message="handed to the Intelligence Plane (plan.requested); it re-checks estimates "
+        "and queues, then the Scheduler submits; get_plan_status follows it",
+    )
+
+
+class PlanStatusResult(_Result):
+    plan: Plan
+    jobs: list[JobStatus] = Field(description="Each submitted job as the executor sees it now")
+    job_errors: list[str] = Field(default_factory=list)
+
+
+def _job_ids(plan: Plan) -> list[str]:
+    return [s.job_id for s in plan.segments if s.job_id]
+
+
+async def get_plan_status(request: PlanIdInput, app: AppContext, user: str) -> PlanStatusResult:
+    plan = await owned_plan(app, request.plan_id, user)
+    jobs: list[JobStatus] = []
+    errors: list[str] = []
+    if plan.option is not None and _job_ids(plan):
+        system = await app.kb.get_system(plan.option.system)
+        executor = app.deps.open_executor(system)
+        for job_id in _job_ids(plan):
+            try:
+                jobs.append(await executor.status(job_id))
+            except RightsizeError as exc:
+                errors.append(f"{job_id}: {exc}")
+    return PlanStatusResult(plan=plan, jobs=jobs, job_errors=errors)
+
+
+class CancelPlanInput(PlanIdInput):
+    reason: str = Field(default="cancelled by the user", min_length=1, max_length=500)
+
+
+class CancelPlanResult(_Result):
+    plan_id: str
+    status: PlanStatus
+    cancelled_jobs: list[str]
+    already_final: bool
+
+
+async def cancel_plan(request: CancelPlanInput, app: AppContext, user: str) -> CancelPlanResult:
+    plan = await owned_plan(app, request.plan_id, user)
+    if plan.status in FINAL:
+        return CancelPlanResult(
+            plan_id=plan.id, status=plan.status, cancelled_jobs=[], already_final=True
+        )
+    cancelled: list[str] = []
+    running = [s.job_id for s in plan.segments if s.job_id and s.state not in _DONE_STATES]
+    if plan.option is not None and running:
+        executor = app.deps.open_executor(await app.kb.get_system(plan.option.system))
+        for job_id in running:
+            await executor.cancel(job_id)
+            cancelled.append(job_id)
+
+    def change(current: Plan) -> Plan | None:
+        if current.status in FINAL:
+            return None
+        return current.model_copy(
+            update={"status": PlanStatus.CANCELLED, "reason": f"{request.reason} (by {user})"}
+        )
+
+    stored = await update_plan(app.kb, plan.id, change)
+    return CancelPlanResult(
+        plan_id=plan.id, status=stored.status, cancelled_jobs=cancelled, already_final=False
+    )
+
+
+_DONE_STATES = {"completed", "failed", "cancelled", "timeout", "out_of_memory", "node_fail"}
+
+
+# -- job history ------------------------------------------------------------------------
+
+
+class JobHistoryInput(_Input):
+    system: str | None = Field(default=None, min_length=1, max_length=64)
+    plan_id: str | None = Field(default=None, min_length=1, max_length=200)
+    application: str | None = Field(default=None, min_length=1, max_length=200)
+    submitted_after: datetime | None = None
+    limit: int = Field(default=50, ge=1, le=1000)
+
+
+class JobHistoryResult(_Result):
+    user: str
+    jobs: list[JobRecord] = Field(description="The caller's jobs, newest first")
+
+
+async def get_job_history(request: JobHistoryInput, app: AppContext, user: str) -> JobHistoryResult:
+    if request.plan_id is not None:
+        await owned_plan(app, request.plan_id, user)
+    jobs = await app.kb.query_jobs(
+        JobQuery(
+            user=user,
+            system=request.system,
+            plan_id=request.plan_id,
+            application=request.application,
+            submitted_after=request.submitted_after,
+            limit=1_000_000,
+        )
+    )
+    return JobHistoryResult(user=user, jobs=list(reversed(jobs))[: request.limit])
+
+
+# -- registration -------------------------------------------------------------------------
+
+InputT = TypeVar("InputT", bound=BaseModel)
+ResultT = TypeVar("ResultT", bound=BaseModel)
+Impl = Callable[[Any, AppContext, str], Awaitable[BaseModel]]
+
+_READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True)
+TOOLS: dict[str, tuple[Impl, type[BaseModel], type[BaseModel], ToolAnnotations, str]] = {
+    "list_systems": (
+        list_systems,
+        ListSystemsInput,
+        ListSystemsResult,
+        _READ,
+        "The center's systems: partitions, GPU partitions, node types, longest walltime.",
+    ),
+    "describe_partition": (
+        describe_partition,
+        DescribePartitionInput,
+        PartitionDescription,
+        _READ,
+        "One partition's policy: node, core, memory and walltime limits, GPUs, charges.",
+    ),
+    "estimate_resources": (
+        estimate_resources,
+        EstimateResourcesInput,
+        EstimateResourcesResult,
+        _READ,
+        "Runtime and memory estimates per option, for a WorkloadSpec or a PyTorch model "
+        "file's text (the file's code is run to trace the model).",
+    ),
+    "what_if": (
+        what_if,
+        WhatIfInput,
+        WhatIfResult,
+        _READ,
+        "Every way to run a workload: feasible plans ranked by the objective, with cost, "
+        "wait and finish, and every infeasible option with why. Stores nothing.",
+    ),
+    "build_plan": (
+        build_plan,
+        BuildPlanInput,
+        BuildPlanResult,
+        ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False),
+        "Plan a workload and store the recommended plan as the caller's draft.",
+    ),
+    "submit_plan": (
+        submit_plan,
+        SubmitPlanInput,
+        SubmitPlanResult,
+        ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True),
+        "Hand a draft plan to the Intelligence Plane to run; spends allocation, so it "
+        "needs confirm=true after the user agreed. Retrying is safe.",
+    ),
+    "get_plan_status": (
+        get_plan_status,
+        PlanIdInput,
+        PlanStatusResult,
+        _READ,
+        "One of the caller's plans and its jobs' current states.",
+    ),
+    "cancel_plan": (
+        cancel_plan,
+        CancelPlanInput,
+        CancelPlanResult,
+        ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True),
+        "Cancel one of the caller's plans and any of its jobs still queued or running.",
+    ),
+    "explain_infeasibility": (
+        explain_infeasibility,
+        ExplainInfeasibilityInput,
+        ExplainInfeasibilityResult,
+        _READ,
+        "Why options (of a workload, or of one of the caller's plans) cannot run, closest "
+        "first, and how many fail each constraint.",
+    ),
+    "get_job_history": (
+        get_job_history,
+        JobHistoryInput,
+        JobHistoryResult,
+        _READ,
+        "The caller's jobs from the center's history, newest first.",
+    ),
+}
+
+
+@contextlib.contextmanager
+def tool_errors() -> Iterator[None]:
+    """Expected failures become tool errors that name the field; anything else is a bug."""
+    try:
+        yield
+    except RightsizeError as exc:
+        raise ToolError(str(exc)) from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ToolError(f"{where}: {first['msg']}") from exc
+
+
+def _tool(name: str, impl: Impl, input_model: type[BaseModel], result: type[BaseModel]) -> Any:
+    async def tool(request: Any, ctx: Context[AppContext, Any]) -> Any:
+        app: AppContext = ctx.request_context.lifespan_context
+        user = current_user(app.deps.stdio_user)
+        with tool_errors():
+            return await impl(request, app, user)
+
+    tool.__name__ = name
+    tool.__doc__ = impl.__doc__
+    tool.__annotations__ = {"request": input_model, "ctx": Context, "return": result}
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter("request", kind, annotation=input_model),
+            inspect.Parameter("ctx", kind, annotation=Context),
+        ],
+        return_annotation=result,
+    )
+    return tool
+
+
+def register_tools(server: MCPServer[AppContext]) -> None:
+    """Every tool, with its input model, result model and annotations."""
+    for name, (impl, input_model, result, hints, description) in TOOLS.items():
+        server.add_tool(
+            _tool(name, impl, input_model, result),
+            name=name,
+            description=description,
+            annotations=hints,
+            structured_output=True,
+        )

@@ -1,0 +1,209 @@
+"""``rightsize center run``: the six agents, in this process or one per process.
+
+    rightsize center run                    every agent, embedded: the in-process bus, the
+                                            knowledge base from the settings, the local
+                                            SLURM if it answers, else the simulated cluster
+    rightsize center run --agent scheduler  one agent (repeat --agent for several) on
+                                            Kafka (RIGHTSIZE_KAFKA_BOOTSTRAP): run one
+                                            process per agent, replicas share the work
+    rightsize center run --duration-s 60 --json   stop after a minute; print each agent's health
+
+SIGTERM or Ctrl-C stops it gracefully: each agent finishes the event in hand, commits
+and publishes what it owes. Exit status 2 on bad settings or arguments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import json
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import typer
+
+from agents.center import AGENT_NAMES, AgentName, Center, CenterConfig, open_bus
+from agents.intelligence.goals import GoalPlanner, LLMGoalPlanner, RuleGoalPlanner
+from agents.optimization import OptimizationConfig
+from agents.scheduler import SchedulerConfig
+from knowledge_base.errors import InvalidInputError, RightsizeError
+from knowledge_base.importers.slurm import import_slurm_system
+from knowledge_base.store import KnowledgeBase
+from rightsize.output import fail
+from rightsize.settings import Settings
+from rightsize.wiring import knowledge_base, open_executor, slurm_answers
+from tools.actuators.base import Executor
+from tools.actuators.simulated import SimulatedCluster
+from tools.actuators.slurm import SlurmExecutor
+from tools.planning.builder import PlanningConfig
+from tools.planning.cost import DollarRates
+
+__all__ = ["app", "build_executors", "center_config", "goal_planner", "run_command"]
+
+log = logging.getLogger(__name__)
+
+app = typer.Typer(help="Run Rightsize's agents.", no_args_is_help=True)
+
+_PROVIDERS = {
+    "openai": ("langchain_openai", "ChatOpenAI"),
+    "anthropic": ("langchain_anthropic", "ChatAnthropic"),
+    "ollama": ("langchain_ollama", "ChatOllama"),
+}
+
+
+def goal_planner(settings: Settings) -> GoalPlanner:
+    """The rule-based planner, or an LLM planner over the chat model the settings name."""
+    spec = settings.llm_model
+    if not spec:
+        return RuleGoalPlanner()
+    head, _, tail = spec.partition(":")
+    if not tail:
+        raise InvalidInputError(
+            "expected 'provider:model' or 'package.module:Class'", field="llm_model", value=spec
+        )
+    module_name, class_name, kwargs = head, tail, {}
+    if head in _PROVIDERS:
+        module_name, class_name = _PROVIDERS[head]
+        kwargs = {"model": tail}
+    try:
+        model_class = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidInputError(
+            f"cannot load the chat model ({exc}); install its LangChain package or unset it",
+            field="llm_model",
+            value=spec,
+        ) from exc
+    return LLMGoalPlanner(model_class(**kwargs), name=f"llm {spec}")
+
+
+async def build_executors(
+    settings: Settings, kb: KnowledgeBase, work_dir: Any = None
+) -> dict[str, Executor]:
+    """Executors by catalog system: the local SLURM, a Tapis system, or the simulated cluster.
+
+    The local SLURM is (re)imported into the catalog as ``settings.local_system`` so plans
+    can target it. The simulated cluster stands in for every system of the catalog.
+    """
+    kind = settings.executor
+    if kind == "auto":
+        kind = "slurm" if await asyncio.to_thread(slurm_answers) else "simulated"
+    if kind == "slurm":
+        system = await asyncio.to_thread(import_slurm_system, settings.local_system, "local")
+        await kb.put_system(system)
+        return {system.name: SlurmExecutor(system=system, output_dir=work_dir)}
+    catalog = await kb.get_catalog()
+    if kind == "tapis":
+        name = settings.tapis_system or ""
+        known = catalog.system(name) if name in catalog.names() else None
+        return {name: open_executor(settings.model_copy(update={"executor": "tapis"}), known)}
+    cluster = open_executor(settings.model_copy(update={"executor": "simulated"}))
+    assert isinstance(cluster, SimulatedCluster)
+    return dict.fromkeys(catalog.names(), cluster)
+
+
+def center_config(
+    settings: Settings, agents: tuple[AgentName, ...], *, embedded: bool
+) -> CenterConfig:
+    home = settings.home.expanduser()
+    return CenterConfig(
+        agents=agents,
+        home=home,
+        embedded=embedded,
+        approval=settings.approval,
+        scheduler=SchedulerConfig(
+            checkpoint_overhead_s=settings.checkpoint_overhead_s,
+            poll_interval_s=settings.poll_interval_s,
+            work_dir=home / "jobs",
+        ),
+        optimization=OptimizationConfig(
+            planning=PlanningConfig(checkpoint_overhead_s=settings.checkpoint_overhead_s),
+            rates=DollarRates(
+                usd_per_su=settings.usd_per_su,
+                usd_per_core_hour=settings.usd_per_core_hour,
+                usd_per_gpu_hour=settings.usd_per_gpu_hour,
+            ),
+        ),
+    )
+
+
+@contextlib.asynccontextmanager
+async def running_center(
+    settings: Settings, agents: tuple[AgentName, ...], *, config: CenterConfig | None = None
+) -> AsyncIterator[Center]:
+    """The knowledge base, executors, bus and agents the settings describe, started."""
+    embedded = not settings.kafka_bootstrap
+    planner = goal_planner(settings)
+    async with knowledge_base(settings) as kb:
+        config = config or center_config(settings, agents, embedded=embedded)
+        executors = await build_executors(settings, kb, config.home / "jobs")
+        bus = open_bus(settings.kafka_bootstrap, client_id="rightsize-" + "-".join(agents))
+        async with Center(bus, kb, executors, config, goal_planner=planner) as center:
+            yield center
+
+
+async def _run(
+    settings: Settings, agents: tuple[AgentName, ...], duration_s: float | None
+) -> list[dict[str, Any]]:
+    async with running_center(settings, agents) as center:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, center.stop)
+        mode = "center (Kafka)" if settings.kafka_bootstrap else "embedded"
+        systems = ", ".join(sorted({f"{n}: {e.backend}" for n, e in center.executors.items()})[:6])
+        print(
+            f"rightsize center: {mode}; agents {', '.join(center.names)}; executors {systems}",
+            file=sys.stderr,
+            flush=True,
+        )
+        if duration_s is not None:
+            loop.call_later(duration_s, center.stop)
+        await center.wait()
+    return [h.model_dump(mode="json") for h in center.health()]  # after a clean stop
+
+
+def _agents(names: list[str] | None, settings: Settings) -> tuple[AgentName, ...]:
+    if not names:
+        return AGENT_NAMES
+    for name in names:
+        if name not in AGENT_NAMES:
+            raise InvalidInputError(
+                f"no agent {name!r}; the agents are {', '.join(AGENT_NAMES)}",
+                field="--agent",
+                value=name,
+            )
+    if not settings.kafka_bootstrap and set(names) != set(AGENT_NAMES):
+        raise InvalidInputError(
+            "one agent per process needs a shared bus: set RIGHTSIZE_KAFKA_BOOTSTRAP (without "
+            "it every agent runs in this process: leave out --agent)",
+            field="--agent",
+            value=",".join(names),
+        )
+    return tuple(n for n in AGENT_NAMES if n in names)
+
+
+_AGENT_HELP = f"Run only this agent ({', '.join(AGENT_NAMES)}); repeatable"
+
+
+@app.command("run")
+def run_command(
+    agent: list[str] | None = typer.Option(None, "--agent", help=_AGENT_HELP),
+    duration_s: float | None = typer.Option(
+        None, "--duration-s", min=0, help="Stop after this many seconds (default: until SIGTERM)"
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print each agent's health as JSON at the end."
+    ),
+) -> None:
+    """Run the agents until SIGTERM/Ctrl-C (or --duration-s)."""
+    settings = Settings()
+    try:
+        agents = _agents(agent, settings)
+        health = asyncio.run(_run(settings, agents, duration_s))
+    except RightsizeError as error:
+        fail(error, as_json)
+    if as_json:
+        sys.stdout.write(json.dumps({"agents": health}, indent=2) + "\n")

@@ -1,0 +1,266 @@
+"""``rightsize estimate`` (a user's model file) and ``rightsize profile`` (sweeps, training).
+
+    rightsize estimate --model-file FILE.py --model-class NAME --batch-size 32 [64 ...]
+                       [--epochs 50] [--samples 20000] [--optimizer sgd|adam]
+                       [--hardware local|all|SYSTEM[/PARTITION] ...] [--threads N]
+                       [--input-shape C,H,W --num-classes K] [--json]
+    rightsize profile sweep --out FILE.jsonl [--count N] [--seed S] [--threads 1 2] ...
+    rightsize profile train [--dataset FILE.jsonl] [--out FOLDER]
+
+Exit status: 0 with estimates, 2 on bad input (the file does not import or trace, the
+class is not an nn.Module, a batch runs out of memory, non-positive epochs or samples);
+on bad input nothing is written to the estimator registry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from knowledge_base.catalog import Catalog
+from knowledge_base.errors import InvalidInputError, RightsizeError
+from rightsize.output import console, emit, fail
+from rightsize.settings import Settings
+from rightsize.wiring import knowledge_base
+
+__all__ = ["estimate_command", "profile_app", "register"]
+
+profile_app = typer.Typer(help="Profile DNN training (sweeps) and train the DNN estimators.")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``estimate`` and the ``profile`` sub-app to the root command."""
+    app.command(
+        "estimate", context_settings={"allow_extra_args": True, "ignore_unknown_options": False}
+    )(estimate_command)
+    app.add_typer(profile_app, name="profile")
+
+
+def _batch_sizes(first: list[int], extra: list[str]) -> list[int]:
+    sizes = list(first)
+    for value in extra:
+        try:
+            sizes.append(int(value))
+        except ValueError:
+            raise InvalidInputError(
+                "unexpected argument (batch sizes are integers)", field="--batch-size", value=value
+            ) from None
+    for size in sizes:
+        if size <= 0:
+            raise InvalidInputError("must be positive", field="--batch-size", value=size)
+    return sorted(set(sizes))
+
+
+def _shape(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise InvalidInputError(
+            "expected integers like 3,32,32", field="--input-shape", value=text
+        ) from None
+
+
+async def _catalog(settings: Settings) -> Catalog:
+    async with knowledge_base(settings) as kb:
+        return await kb.get_catalog()
+
+
+async def _register(settings: Settings, bundle: object, folder: Path) -> list[str]:
+    from tools.estimators.dnn.bundle import EstimatorBundle
+    from tools.estimators.dnn.service import register as register_bundle
+
+    assert isinstance(bundle, EstimatorBundle)
+    async with knowledge_base(settings) as kb:
+        return await register_bundle(kb, bundle, folder)
+
+
+def _render(estimates: list[dict[str, object]]) -> None:
+    table = Table(title="Estimated training (p50, with p10-p90)")
+    for column in ("hardware", "batch", "s/iteration", "peak memory", "walltime", "fits", "by"):
+        table.add_column(column, overflow="fold")
+    for row in estimates:
+        t, m, w = row["iteration_time_s"], row["peak_memory_mb"], row["walltime_s"]
+        assert isinstance(t, dict) and isinstance(m, dict) and isinstance(w, dict)
+        table.add_row(
+            str(row["hardware"]),
+            str(row["batch_size"]),
+            f"{t['p50']:.4g} ({t['p10']:.3g}-{t['p90']:.3g})",
+            f"{m['p50']:.0f} MB ({m['p10']:.0f}-{m['p90']:.0f})",
+            f"{w['p50'] / 3600:.2f} h ({w['p10'] / 3600:.2f}-{w['p90'] / 3600:.2f})",
+            "yes" if row["fits"] else "no",
+            _short(str(row["estimator"])),
+        )
+    console.print(table)
+    for name in sorted({str(row["estimator"]) for row in estimates}):
+        console.print(f"estimator: {name}", highlight=False, soft_wrap=True)
+    console.print(
+        "[dim]peak memory: training memory above the process's resident set after "
+        "`import torch` (host) or on the GPU; walltime = iterations x time + 120 s start-up[/]",
+        highlight=False,
+    )
+
+
+def _short(estimator: str) -> str:
+    """``dnn-hybrid-iteration_s-3fa2, dnn-blackbox-peak_memory_mb-3fa2`` -> kinds only."""
+    kinds = []
+    for part in estimator.split(", "):
+        pieces = part.split("-")
+        kinds.append("-".join(pieces[:2]) if part.startswith("dnn-") else part)
+    return ", ".join(dict.fromkeys(kinds))
+
+
+def estimate_command(
+    ctx: typer.Context,
+    model_file: Path = typer.Option(..., "--model-file", help="Python file with the model"),
+    model_class: str = typer.Option(..., "--model-class", help="nn.Module subclass in it"),
+    batch_size: list[int] = typer.Option(..., "--batch-size", help="Batch size(s): 32 64 ..."),
+    epochs: int = typer.Option(50, "--epochs"),
+    samples: int = typer.Option(20000, "--samples", help="Training samples per epoch"),
+    optimizer: str = typer.Option("sgd", "--optimizer", help="sgd or adam"),
+    hardware: list[str] = typer.Option(
+        ["local"], "--hardware", help="local, all, SYSTEM or SYSTEM/PARTITION (repeatable)"
+    ),
+    threads: int | None = typer.Option(None, "--threads", help="CPU threads (local)"),
+    input_shape: str | None = typer.Option(None, "--input-shape", help="C,H,W of one sample"),
+    num_classes: int | None = typer.Option(None, "--num-classes"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Estimate time per iteration, peak memory and walltime of your own model file."""
+    settings = Settings()
+    try:
+        from tools.estimators.dnn.dataset import graph_data
+        from tools.estimators.dnn.service import (
+            estimate,
+            hardware_options,
+            load_bundle,
+            smoke_step,
+        )
+        from tools.estimators.dnn.usermodel import load_user_model
+
+        sizes = _batch_sizes(batch_size, list(ctx.args))
+        if epochs <= 0:
+            raise InvalidInputError("must be positive", field="--epochs", value=epochs)
+        if samples <= 0:
+            raise InvalidInputError("must be positive", field="--samples", value=samples)
+        if optimizer not in {"sgd", "adam"}:
+            raise InvalidInputError("must be sgd or adam", field="--optimizer", value=optimizer)
+        if threads is not None and threads <= 0:
+            raise InvalidInputError("must be positive", field="--threads", value=threads)
+        user = load_user_model(
+            model_file, model_class, input_shape=_shape(input_shape), num_classes=num_classes
+        )
+        # Everything about the input is checked before anything is trained or registered.
+        graphs = {size: graph_data(user.graph(size)) for size in sizes}
+        needs_catalog = any(h != "local" for h in hardware)
+        catalog = asyncio.run(_catalog(settings)) if needs_catalog else None
+        options = hardware_options(hardware, catalog, threads)
+        if any(o.local for o in options):
+            for size in sizes:
+                result = smoke_step(user, size, optimizer, threads or 1)
+                status = result.get("status")
+                if status == "out_of_memory":
+                    raise InvalidInputError(
+                        f"one training step runs out of memory on this machine "
+                        f"({result.get('error', '')})".rstrip(" ()"),
+                        source=str(model_file),
+                        field="--batch-size",
+                        value=size,
+                    )
+                if status == "crashed":
+                    raise InvalidInputError(
+                        f"one training step fails: {result.get('error', '')}",
+                        source=str(model_file),
+                        field="--model-class",
+                        value=model_class,
+                    )
+        bundle, folder = load_bundle(settings.home)
+        ids = asyncio.run(_register(settings, bundle, folder))
+        chosen = {
+            target: next((i for i in ids if f"-{kind}-{target}-" in i), kind)
+            for target, kind in bundle.meta.selected.items()
+        }
+        estimates = estimate(
+            graphs,
+            epochs=epochs,
+            samples=samples,
+            optimizer=optimizer,
+            options=options,
+            bundle=bundle,
+            bundle_ids=chosen,
+        )
+    except RightsizeError as error:
+        fail(error, as_json)
+    rows = [e.model_dump(mode="json") for e in estimates]
+    emit({"estimates": rows}, as_json, lambda: _render(rows))
+
+
+@profile_app.command("sweep")
+def sweep_command(
+    out: Path = typer.Option(Path("data/dnn_profiles/cpu_sweep.jsonl"), "--out"),
+    count: int = typer.Option(2600, "--count", min=1, help="Configurations to plan"),
+    seed: int = typer.Option(0, "--seed"),
+    families: list[str] | None = typer.Option(None, "--family", help="Only these (repeatable)"),
+    threads: list[int] = typer.Option([1, 2], "--threads", help="Thread counts (repeatable)"),
+    time_limit_s: float | None = typer.Option(None, "--time-limit-s"),
+) -> None:
+    """Run (or resume) a profiling sweep into a JSONL dataset with provenance."""
+    command = [
+        sys.executable,
+        "-m",
+        "tools.profiling.sweep",
+        "--out",
+        str(out),
+        "--count",
+        str(count),
+        "--seed",
+        str(seed),
+        "--threads",
+        *[str(t) for t in threads],
+    ]
+    if families:
+        command += ["--families", *families]
+    if time_limit_s is not None:
+        command += ["--time-limit-s", str(time_limit_s)]
+    # OpenMP reads its wait policy when torch loads: hence a fresh interpreter.
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    raise typer.Exit(code=subprocess.call(command, env=env))
+
+
+@profile_app.command("train")
+def train_command(
+    dataset: Path | None = typer.Option(None, "--dataset", help="Sweep JSONL (default: shipped)"),
+    out: Path | None = typer.Option(
+        None, "--out", help="Train afresh and save here (e.g. data/dnn_profiles/models)"
+    ),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Train (or load) the DNN estimators and register them in the knowledge base."""
+    settings = Settings()
+    try:
+        from tools.estimators.dnn.service import load_bundle, train_to
+
+        if out is not None:
+            bundle, folder = train_to(settings.home, out, dataset), out
+        else:
+            bundle, folder = load_bundle(settings.home, dataset)
+        ids = asyncio.run(_register(settings, bundle, folder))
+    except RightsizeError as error:
+        fail(error, as_json)
+    report = {
+        "folder": str(folder),
+        "estimators": ids,
+        "selected": bundle.meta.selected,
+        "validation": {
+            target: {kind: s.model_dump() for kind, s in kinds.items()}
+            for target, kinds in bundle.meta.validation.items()
+        },
+    }
+    emit(report, as_json, lambda: console.print_json(data=report))

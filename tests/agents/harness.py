@@ -1,0 +1,290 @@
+"""A small center for agent tests: in-process bus, SQLite, a simulated cluster on a manual clock.
+
+The simulated cluster stands in for SLURM here because these tests drive hours of job
+time in milliseconds (OOM kills, timeouts, cascades); the same Scheduler runs on the real
+SLURM in ``tests/e2e/test_cascade.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.bus.memory import InMemoryBus
+from agents.events import Envelope, Payload, decode_event
+from agents.runtime import Agent, AgentRunner, RunnerSettings
+from agents.topics import ALL_TOPICS
+from knowledge_base.catalog import Catalog, NodeType, Partition, System
+from knowledge_base.records import CascadeSegment, Interval, Plan, PlanOption, ResourceEstimate
+from knowledge_base.sqlite import SQLiteKnowledgeBase
+from knowledge_base.workload import DNNTraining, GenericJob, Goals, WorkloadSpec
+from tools.actuators.simulated import ManualClock, SimulatedCluster
+
+TEST_SYSTEM = System(
+    name="testcluster",
+    center="lab",
+    node_types=[NodeType(name="n", count=1, cores=2, memory_mb=20000)],
+    partitions=[
+        Partition(
+            name="debug",
+            node_type="n",
+            max_nodes=1,
+            max_cores_per_node=2,
+            max_memory_mb=4096,
+            max_minutes=1,
+        ),
+        Partition(
+            name="batch",
+            node_type="n",
+            max_nodes=1,
+            max_cores_per_node=2,
+            max_memory_mb=20000,
+            max_minutes=10,
+        ),
+    ],
+)
+
+FAST = RunnerSettings(poll_timeout_s=0.02, flush_interval_s=0.0, backoff_initial_s=0.01)
+
+
+def dnn_spec(name: str = "cnn", *, checkpointable: bool = True, **goals: Any) -> WorkloadSpec:
+    return WorkloadSpec(
+        name=name,
+        user="alice",
+        workload=DNNTraining(
+            model="examples/cascade/train.py",
+            dataset_samples=8192,
+            epochs=40,
+            batch_sizes=[64],
+            checkpointable=checkpointable,
+            command="python train.py",
+        ),
+        goals=Goals(**goals),
+    )
+
+
+def generic_spec(name: str = "lammps") -> WorkloadSpec:
+    return WorkloadSpec(
+        name=name,
+        user="bob",
+        workload=GenericJob(application="lmp", nodes=1, cores=2, walltime_s=120),
+    )
+
+
+def make_plan(
+    plan_id: str,
+    spec: WorkloadSpec,
+    *,
+    partition: str = "debug",
+    memory_mb: int = 2048,
+    walltime_s: int = 60,
+    segments: int = 1,
+    runtime_s: float | None = None,
+) -> Plan:
+    option = PlanOption(
+        system=TEST_SYSTEM.name,
+        partition=partition,
+        node_type="n",
+        nodes=1,
+        cores_per_node=1,
+        memory_mb=memory_mb,
+        walltime_s=walltime_s,
+        batch_size=64 if isinstance(spec.workload, DNNTraining) else None,
+    )
+    point = runtime_s if runtime_s is not None else walltime_s * segments * 0.8
+    estimate = ResourceEstimate(
+        option=option,
+        runtime_s=Interval(point=point, low=point * 0.8, high=point * 1.2),
+        memory_mb=Interval(point=memory_mb * 0.5, low=memory_mb * 0.4, high=memory_mb * 0.8),
+        estimator_id="test",
+    )
+    return Plan(
+        id=plan_id,
+        user=spec.user,
+        spec=spec,
+        option=option,
+        estimate=estimate,
+        segments=[CascadeSegment(index=i, walltime_s=walltime_s) for i in range(segments)],
+    )
+
+
+class Recorder:
+    """Collects every event published on every topic (a consumer group of its own)."""
+
+    def __init__(self, bus: InMemoryBus) -> None:
+        self.consumer = bus.consumer(list(ALL_TOPICS), group_id="test-recorder")
+        self.events: list[Envelope] = []
+
+    async def drain(self) -> list[Envelope]:
+        while records := await self.consumer.poll(max_records=1000, timeout_s=0.01):
+            self.events.extend(decode_event(r.value) for r in records)
+        return self.events
+
+    async def of(self, kind: type[Payload]) -> list[Any]:
+        await self.drain()
+        return [e.payload for e in self.events if isinstance(e.payload, kind)]
+
+
+class MiniCenter:
+    """Agents on an in-process bus and one SQLite knowledge base, with a manual clock."""
+
+    def __init__(self, tmp_path: Path, *, nodes: int = 1, profiling: bool = False) -> None:
+        self.tmp_path = tmp_path
+        self.bus = InMemoryBus()
+        self.kb = SQLiteKnowledgeBase(tmp_path / "kb.db")
+        self.clock = ManualClock()
+        cluster_class = ProfilingCluster if profiling else SimulatedCluster
+        self.cluster = cluster_class(
+            nodes=nodes,
+            cores_per_node=2,
+            memory_mb_per_node=20000,
+            clock=self.clock,
+            system=TEST_SYSTEM,
+        )
+        self.recorder = Recorder(self.bus)
+        self.runners: list[AgentRunner] = []
+        self._stack = AsyncExitStack()
+
+    async def __aenter__(self) -> MiniCenter:
+        await self.bus.start()
+        await self.recorder.consumer.start()
+        await self.kb.put_catalog(Catalog(systems=[TEST_SYSTEM]))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+        await self.recorder.consumer.stop()
+        await self.kb.close()
+        await self.bus.stop()
+
+    async def start(self, agent: Agent[Any]) -> AgentRunner:
+        runner = AgentRunner(agent, self.bus, self.kb, FAST)
+        await self._stack.enter_async_context(runner)
+        self.runners.append(runner)
+        return runner
+
+    async def publish(self, payload: Payload, correlation_id: str, **kw: Any) -> Envelope:
+        from agents.bus.base import Message
+        from agents.topics import topic_for
+
+        event = Envelope.of(payload, source="test", correlation_id=correlation_id, **kw)
+        await self.bus.publish_many([Message.of(topic_for(event.type), event)])
+        return event
+
+    async def settle(self, timeout_s: float = 10.0) -> None:
+        """Wait until every runner consumed everything and published its outbox."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            await asyncio.sleep(0.01)
+            idle = True
+            for runner in self.runners:
+                lag = await runner.lag()
+                pending = await self.kb.pending_outbox(runner.name, limit=1)
+                if sum(lag.values()) or pending:
+                    idle = False
+            if idle:
+                await asyncio.sleep(0.03)  # a poll in flight may still hand out a record
+                if all([not sum((await r.lag()).values()) for r in self.runners]):
+                    return
+            if time.monotonic() > deadline:
+                pytest.fail(f"agents did not settle in {timeout_s} s")
+
+
+async def until(
+    check: Callable[[], Awaitable[object]],
+    step: Callable[[], Awaitable[None]],
+    *,
+    steps: int,
+    what: str,
+) -> Any:
+    """Run ``step`` until ``check`` is truthy; fail after ``steps`` steps (bounded)."""
+    for _ in range(steps):
+        result = await check()
+        if result:
+            return result
+        await step()
+    pytest.fail(f"{what}: not reached in {steps} steps")
+
+
+class ProfilingCluster(SimulatedCluster):
+    """The simulated cluster, plus what a profiling run of the cascade script would print.
+
+    A simulated job runs no code, so it cannot measure anything; this double answers a
+    profiling job's output with the line ``examples/cascade/train.py`` prints (numbers
+    from a run on the development VM). The real line is read from real SLURM jobs in
+    ``tests/e2e/test_cascade.py``.
+    """
+
+    profile_line = (
+        "RIGHTSIZE_PROFILE iteration_s=0.050000 spread_s=0.004000 peak_memory_mb=400 "
+        "startup_s=2.50 batch_size=64 samples=8192 threads=1\n"
+    )
+
+    async def output_tail(self, job_id: str, max_bytes: int = 65536) -> str:
+        job = self._job(job_id)
+        if "RIGHTSIZE_PROFILE_STEPS" in job.request.environment and job.end is not None:
+            return self.profile_line
+        return await super().output_tail(job_id, max_bytes)
+
+
+async def start_center_agents(
+    center: MiniCenter,
+    checkpointer: Any,
+    *,
+    approval: str = "auto",
+    overhead_s: int = 10,
+    plane_class: type | None = None,
+    goal_planner: Any = None,
+    start_plane: bool = True,
+) -> dict[str, Any]:
+    """Every agent but Model Promotion on ``center``: the plane, estimation, optimization,
+    profiling and the scheduler (monitors polled by the test)."""
+    from agents.estimation import ResourceEstimation
+    from agents.intelligence import IntelligencePlane, PlaneContext, RuleGoalPlanner
+    from agents.optimization import Optimization, OptimizationConfig
+    from agents.profiling import Profiling
+    from agents.scheduler import Scheduler, SchedulerConfig
+    from tools.planning.builder import PlanningConfig
+
+    executors = {TEST_SYSTEM.name: center.cluster}
+    context = PlaneContext(
+        goal_planner=goal_planner or RuleGoalPlanner(),
+        approval=approval,  # type: ignore[arg-type]
+        systems=(TEST_SYSTEM.name,),
+    )
+    plane = (plane_class or IntelligencePlane)(center.kb, checkpointer, context)
+    scheduler = Scheduler(
+        center.kb, executors, center.bus, SchedulerConfig(checkpoint_overhead_s=overhead_s)
+    )
+    agents = {
+        "plane": plane,
+        "estimation": ResourceEstimation(center.kb),
+        "optimization": Optimization(
+            center.kb,
+            executors,
+            OptimizationConfig(planning=PlanningConfig(checkpoint_overhead_s=overhead_s)),
+        ),
+        "profiling": Profiling(center.kb, executors),
+        "scheduler": scheduler,
+    }
+    runners = {}
+    for name, agent in agents.items():
+        if name == "plane" and not start_plane:
+            continue  # the test runs it itself (to kill it)
+        runners[name] = await center.start(agent)
+    agents["runners"] = runners
+    return agents
+
+
+async def tick(center: MiniCenter, scheduler: Any, seconds: float = 10) -> None:
+    """Let simulated time pass, let the scheduler's monitors look, let agents settle."""
+    center.clock.advance(seconds)
+    for monitor in scheduler.monitors.values():
+        await monitor.poll_once()
+    await center.settle()

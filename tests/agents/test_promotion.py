@@ -1,0 +1,200 @@
+"""Model Promotion: drift on live error, retrain, shadow evaluation, promotion, the registry.
+
+Real SQLite knowledge base and in-process bus; the finished jobs are synthetic (three
+applications whose run time depends on cores and request, with 10% noise), because the
+test needs a shift it controls: 30% longer run times from one day on.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agents.events import (
+    EstimatorDecision,
+    EstimatorPromoted,
+    EstimatorRetrainRequested,
+    JobFinished,
+)
+from agents.promotion import (
+    RUNTIME_TARGET,
+    LogLinearRuntime,
+    ModelPromotion,
+    PromotionPolicy,
+    fit_loglinear,
+    judge,
+    load_runtime_model,
+    mape,
+)
+from knowledge_base.records import EstimatorStatus, JobRecord, JobState
+from tests.agents.harness import MiniCenter
+
+BASE = {"lmp": 1800.0, "gromacs": 600.0, "vasp": 5400.0}
+START = datetime.now(UTC) - timedelta(days=20)
+
+
+def job(n: int, at: datetime, *, shift: float = 1.0, rng: random.Random) -> JobRecord:
+    app = list(BASE)[n % 3]
+    cores = [4, 8, 16, 32][n % 4]
+    run_s = BASE[app] * (16 / cores) ** 0.5 * shift * math.exp(rng.gauss(0, 0.1))
+    return JobRecord(
+        job_id=str(n),
+        system="testcluster",
+        application=app,
+        state=JobState.COMPLETED,
+        submit_time=at,
+        start_time=at,
+        end_time=at + timedelta(seconds=run_s),
+        run_s=round(run_s),
+        requested_cores=cores,
+        requested_walltime_s=4 * 3600,
+    )
+
+
+async def feed(center: MiniCenter, jobs: Sequence[JobRecord]) -> None:
+    for record in jobs:
+        await center.publish(JobFinished(job=record), f"{record.system}/{record.job_id}")
+    await center.settle(timeout_s=60)
+
+
+@pytest.fixture
+async def center(tmp_path: Path):
+    async with MiniCenter(tmp_path) as c:
+        yield c
+
+
+async def test_a_30_percent_shift_triggers_a_retrain_and_a_promotion_that_lowers_the_live_error(
+    center: MiniCenter, tmp_path: Path
+) -> None:
+    rng = random.Random(7)
+    agent = ModelPromotion(center.kb, tmp_path / "estimators")
+    await center.start(agent)
+    before = [job(n, START + timedelta(minutes=30 * n), rng=rng) for n in range(240)]
+    await center.kb.add_jobs(before)
+    await center.publish(
+        EstimatorRetrainRequested(target=RUNTIME_TARGET, reason="first model"), "estimators"
+    )
+    await center.settle()
+    first = await center.kb.promoted_estimator(RUNTIME_TARGET)
+    assert first is not None and first.validation["mape"] < 0.15
+    old_model = load_runtime_model(first)
+
+    shift_start = START + timedelta(days=6)
+    after = [
+        job(1000 + n, shift_start + timedelta(minutes=30 * n), shift=1.3, rng=rng)
+        for n in range(100)
+    ]
+    await feed(center, after)
+
+    decisions = await center.recorder.of(EstimatorDecision)
+    kinds = [d.decision for d in decisions]
+    assert "drift" in kinds and "promoted" in kinds
+    drift = next(d for d in decisions if d.decision == "drift")
+    assert drift.live_error is not None and drift.validation_error is not None
+    assert drift.live_error > 1.5 * drift.validation_error
+    # (events of different keys come back in partition order, not in time order)
+    promoted = next(d for d in decisions if d.decision == "promoted" and d.estimator_id)
+    assert promoted.candidate_error is not None and promoted.incumbent_error is not None
+    assert promoted.candidate_error < promoted.incumbent_error  # on the same held-out jobs
+    assert first.id in [p.replaced for p in await center.recorder.of(EstimatorPromoted)]
+
+    # The new model serves, and on jobs neither has seen it is the better one.
+    current = await center.kb.promoted_estimator(RUNTIME_TARGET)
+    assert current is not None and current.id != first.id
+    assert (await center.kb.get_estimator(first.id)).status is EstimatorStatus.RETIRED
+    unseen = [
+        job(5000 + n, shift_start + timedelta(days=2, minutes=30 * n), shift=1.3, rng=rng)
+        for n in range(60)
+    ]
+    new_error = mape(load_runtime_model(current), unseen)
+    old_error = mape(old_model, unseen)
+    assert new_error is not None and old_error is not None
+    assert new_error < old_error * 0.6
+    assert "shadow-evaluated" in current.notes
+
+
+async def test_a_worse_candidate_is_never_promoted_and_the_decision_is_recorded(
+    center: MiniCenter, tmp_path: Path
+) -> None:
+    rng = random.Random(3)
+    jobs = [job(n, START + timedelta(minutes=30 * n), rng=rng) for n in range(200)]
+    await center.kb.add_jobs(jobs)
+
+    def bad_trainer(records: Sequence[JobRecord]) -> LogLinearRuntime:
+        good = fit_loglinear(records)
+        return good.model_copy(update={"coefficients": [0.0] * len(good.coefficients)})
+
+    trainers = iter([fit_loglinear, bad_trainer])
+    agent = ModelPromotion(
+        center.kb,
+        tmp_path / "estimators",
+        trainers={RUNTIME_TARGET: lambda records: next(trainers)(records)},
+    )
+    await center.start(agent)
+    for reason in ("first model", "operator asked"):
+        await center.publish(
+            EstimatorRetrainRequested(target=RUNTIME_TARGET, reason=reason), "estimators"
+        )
+        await center.settle()
+
+    decisions = await center.recorder.of(EstimatorDecision)
+    assert sorted(d.decision for d in decisions) == ["promoted", "rejected"]
+    rejected = next(d for d in decisions if d.decision == "rejected")
+    first = next(d for d in decisions if d.decision == "promoted")
+    assert rejected.candidate_error is not None and rejected.incumbent_error is not None
+    assert rejected.candidate_error > rejected.incumbent_error
+    assert "kept the incumbent" in rejected.reason
+    serving = await center.kb.promoted_estimator(RUNTIME_TARGET)
+    assert serving is not None and serving.id == first.candidate_id
+    record = await center.kb.get_estimator(rejected.candidate_id or "")
+    assert record.status is EstimatorStatus.RETIRED
+    assert "not better than the incumbent" in record.notes
+
+
+async def test_a_retrain_for_a_target_without_a_trainer_is_skipped_with_the_reason(
+    center: MiniCenter, tmp_path: Path
+) -> None:
+    await center.start(ModelPromotion(center.kb, tmp_path / "estimators"))
+    await center.publish(
+        EstimatorRetrainRequested(target="dnn_runtime_s", reason="new profile"), "estimators"
+    )
+    await center.settle()
+    [decision] = await center.recorder.of(EstimatorDecision)
+    assert decision.decision == "skipped" and "no trainer" in decision.reason
+
+
+async def test_without_drift_nothing_is_retrained(center: MiniCenter, tmp_path: Path) -> None:
+    rng = random.Random(11)
+    agent = ModelPromotion(center.kb, tmp_path / "estimators")
+    await center.start(agent)
+    await center.kb.add_jobs(
+        [job(n, START + timedelta(minutes=30 * n), rng=rng) for n in range(200)]
+    )
+    await center.publish(EstimatorRetrainRequested(target=RUNTIME_TARGET, reason="first"), "e")
+    await center.settle()
+    same = [job(2000 + n, START + timedelta(days=6, minutes=30 * n), rng=rng) for n in range(40)]
+    await feed(center, same)
+    kinds = [d.decision for d in await center.recorder.of(EstimatorDecision)]
+    assert sorted(kinds) == ["no_drift", "no_drift", "promoted"]
+
+
+@given(
+    candidate=st.floats(min_value=0, max_value=10),
+    incumbent=st.floats(min_value=0, max_value=10),
+    improvement=st.floats(min_value=0, max_value=0.9),
+)
+def test_judge_promotes_only_a_candidate_better_on_held_out_data(
+    candidate: float, incumbent: float, improvement: float
+) -> None:
+    verdict = judge(candidate, incumbent, PromotionPolicy(min_improvement=improvement))
+    if verdict.promote:
+        assert candidate < incumbent
+    if candidate >= incumbent:
+        assert not verdict.promote

@@ -1,0 +1,228 @@
+"""The Re-scheduler's rules, called directly: they are pure functions of the plan and the end."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agents.rescheduler import (
+    Finish,
+    JobEnd,
+    Limits,
+    NextJob,
+    Replan,
+    ReschedulePolicy,
+    as_of,
+    on_job_end,
+    on_progress,
+    submitted,
+)
+from knowledge_base.records import CascadeSegment, Interval, JobState, Plan, PlanStatus
+from tests.agents.harness import dnn_spec, generic_spec, make_plan
+
+DEBUG = Limits(where="c/debug", max_memory_mb=4096, max_walltime_s=60)
+BATCH = Limits(where="c/batch", max_memory_mb=20000, max_walltime_s=600)
+
+
+def with_jobs(plan: Plan, *jobs: tuple[int, str, str, int]) -> Plan:
+    """``plan`` with submitted jobs (index, job id, state, walltime) appended."""
+    entries = [CascadeSegment(index=i, job_id=j, state=s, walltime_s=w) for i, j, s, w in jobs]
+    return plan.model_copy(update={"segments": [*plan.segments, *entries]})
+
+
+def test_a_completed_job_at_its_total_completes_the_plan() -> None:
+    plan = with_jobs(make_plan("p", dnn_spec(), segments=3), (0, "1", "running", 60))
+    end = JobEnd(job_id="1", state=JobState.COMPLETED, done=40, total=40, unit="epoch")
+    outcome = on_job_end(plan, end, limits=DEBUG, checkpointable=True)
+    assert isinstance(outcome, Finish) and outcome.status is PlanStatus.COMPLETED
+    assert "epoch 40/40" in outcome.reason
+
+
+def test_a_checkpointed_segment_below_the_total_gets_the_next_segment() -> None:
+    plan = with_jobs(make_plan("p", dnn_spec(), segments=3), (0, "1", "running", 60))
+    end = JobEnd(job_id="1", state=JobState.COMPLETED, done=7, total=40, unit="epoch")
+    outcome = on_job_end(plan, end, limits=DEBUG, checkpointable=True)
+    assert isinstance(outcome, NextJob)
+    assert (outcome.kind, outcome.segment_index, outcome.attempt) == ("next_segment", 1, 1)
+    assert outcome.walltime_s == 60 and "epoch 7/40" in outcome.reason
+
+
+def test_segments_past_the_plan_keep_going_until_the_work_is_done() -> None:
+    plan = with_jobs(
+        make_plan("p", dnn_spec(), segments=1),
+        (0, "1", "completed", 60),
+        (1, "2", "running", 60),
+    )
+    end = JobEnd(job_id="2", state=JobState.COMPLETED, done=30, total=40, previous_done=20)
+    outcome = on_job_end(plan, end, limits=DEBUG, checkpointable=True)
+    assert isinstance(outcome, NextJob) and outcome.segment_index == 2
+
+
+def test_a_segment_that_made_no_progress_stops_the_cascade() -> None:
+    plan = with_jobs(make_plan("p", dnn_spec(), segments=3), (1, "2", "running", 60))
+    end = JobEnd(job_id="2", state=JobState.COMPLETED, done=7, total=40, previous_done=7)
+    outcome = on_job_end(plan, end, limits=DEBUG, checkpointable=True)
+    assert isinstance(outcome, Finish) and outcome.status is PlanStatus.FAILED
+    assert "made no progress" in outcome.reason
+
+
+def test_a_checkpointing_job_that_timed_out_after_progress_resumes_in_the_next_segment() -> None:
+    plan = with_jobs(make_plan("p", dnn_spec(), segments=3), (0, "1", "running", 60))
+    end = JobEnd(job_id="1", state=JobState.TIMEOUT, done=5, total=40)
+    outcome = on_job_end(plan, end, limits=DEBUG, checkpointable=True)
+    assert isinstance(outcome, NextJob) and outcome.kind == "next_segment"
+    assert "hit its walltime" in outcome.reason
+
+
+def test_a_failure_is_not_retried_and_the_reason_names_the_exit_code() -> None:
+    plan = with_jobs(make_plan("p", generic_spec()), (0, "1", "running", 60))
+    end = JobEnd(job_id="1", state=JobState.FAILED, exit_code=3)
+    outcome = on_job_end(plan, end, limits=DEBUG, checkpointable=False)
+    assert isinstance(outcome, Finish) and "exit code 3" in outcome.reason
+
+
+def test_a_cascade_stops_at_max_segments() -> None:
+    jobs = [(i, str(i), "completed", 60) for i in range(4)]
+    plan = with_jobs(make_plan("p", dnn_spec(), segments=2), *jobs)
+    plan = plan.model_copy(
+        update={
+            "segments": [
+                *plan.segments[:-1],
+                plan.segments[-1].model_copy(update={"state": "running"}),
+            ]
+        }
+    )
+    end = JobEnd(job_id="3", state=JobState.COMPLETED, done=10, total=40, previous_done=8)
+    outcome = on_job_end(
+        plan, end, limits=DEBUG, checkpointable=True, policy=ReschedulePolicy(max_segments=4)
+    )
+    assert isinstance(outcome, Finish) and "max_segments=4" in outcome.reason
+
+
+def test_the_view_as_of_a_job_drops_what_came_after_it() -> None:
+    plan = with_jobs(
+        make_plan("p", dnn_spec(), segments=2),
+        (0, "1", "out_of_memory", 60),
+        (0, "2", "completed", 60),
+    )
+    view = as_of(plan, "1")
+    assert [(s.job_id, s.state) for s in submitted(view)] == [("1", "running")]
+    assert len(view.segments) == 3  # the two planned segments stay
+
+
+def _run_ooms(
+    start_mb: int, peak_mb: int, limits: Limits, policy: ReschedulePolicy
+) -> tuple[list[int], Finish | None]:
+    """Drive the rules through OOM kills until the job fits or the rules stop it."""
+    plan = make_plan("p", generic_spec(), memory_mb=start_mb)
+    asked: list[int] = []
+    for n in range(50):
+        assert plan.option is not None
+        memory = plan.option.memory_mb
+        asked.append(memory)
+        job = str(n)
+        plan = with_jobs(plan, (0, job, "running", 60))
+        if memory >= peak_mb:
+            return asked, None
+        outcome = on_job_end(
+            plan,
+            JobEnd(job_id=job, state=JobState.OUT_OF_MEMORY),
+            limits=limits,
+            checkpointable=False,
+            policy=policy,
+        )
+        segments = [
+            s.model_copy(update={"state": "out_of_memory"}) if s.job_id == job else s
+            for s in plan.segments
+        ]
+        plan = plan.model_copy(update={"segments": segments})
+        if isinstance(outcome, Finish):
+            return asked, outcome
+        assert outcome.kind == "more_memory"
+        plan = plan.model_copy(
+            update={"option": plan.option.model_copy(update={"memory_mb": outcome.memory_mb})}
+        )
+    raise AssertionError("the rules never stopped")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    start_mb=st.integers(min_value=256, max_value=8000),
+    peak_mb=st.integers(min_value=1, max_value=40000),
+    max_attempts=st.integers(min_value=0, max_value=6),
+    growth=st.floats(min_value=1.1, max_value=3.0),
+)
+def test_oom_retries_grow_memory_within_the_limit_and_are_bounded(
+    start_mb: int, peak_mb: int, max_attempts: int, growth: float
+) -> None:
+    limits = BATCH
+    policy = ReschedulePolicy(max_oom_attempts=max_attempts, memory_growth=growth)
+    asked, stopped = _run_ooms(min(start_mb, limits.max_memory_mb), peak_mb, limits, policy)
+    assert all(b > a for a, b in itertools.pairwise(asked))  # strictly more each time
+    assert all(m <= limits.max_memory_mb for m in asked)
+    assert len(asked) <= 1 + max_attempts  # the first submission and the bounded retries
+    if stopped is not None:
+        assert stopped.status is PlanStatus.FAILED
+        assert "out of memory" in stopped.reason
+    else:
+        assert asked[-1] >= peak_mb
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    walltime_min=st.integers(min_value=1, max_value=10),
+    max_attempts=st.integers(min_value=0, max_value=4),
+)
+def test_timeout_retries_without_checkpoint_never_pass_the_partition_limit(
+    walltime_min: int, max_attempts: int
+) -> None:
+    policy = ReschedulePolicy(max_timeout_attempts=max_attempts)
+    plan = make_plan("p", generic_spec(), partition="batch", walltime_s=walltime_min * 60)
+    walltime = walltime_min * 60
+    for n in range(20):
+        plan = with_jobs(plan, (0, str(n), "running", walltime))
+        outcome = on_job_end(
+            plan,
+            JobEnd(job_id=str(n), state=JobState.TIMEOUT),
+            limits=BATCH,
+            checkpointable=False,
+            policy=policy,
+        )
+        segments = [
+            s.model_copy(update={"state": "timeout"}) if s.job_id == str(n) else s
+            for s in plan.segments
+        ]
+        plan = plan.model_copy(update={"segments": segments})
+        if isinstance(outcome, Finish):
+            assert "walltime" in outcome.reason or "timed out" in outcome.reason
+            break
+        assert outcome.walltime_s > walltime and outcome.walltime_s <= BATCH.max_walltime_s
+        walltime = outcome.walltime_s
+    else:
+        raise AssertionError("never stopped")
+    assert n <= max_attempts
+
+
+@given(
+    fraction=st.floats(min_value=0.06, max_value=0.99),
+    elapsed=st.floats(min_value=20, max_value=10_000),
+)
+def test_divergence_asks_for_a_replan_exactly_when_the_pace_projects_past_the_bound(
+    fraction: float, elapsed: float
+) -> None:
+    expected = Interval(point=1000, low=800, high=1200)
+    answer = on_progress(expected, elapsed_s=elapsed, fraction_at_start=0.0, fraction_now=fraction)
+    projected = elapsed / fraction
+    if projected > 1200 * 1.5:
+        assert isinstance(answer, Replan)
+        assert answer.remaining_fraction == 1 - fraction
+    else:
+        assert answer is None
+
+
+def test_divergence_is_not_judged_on_too_little_progress_or_too_soon() -> None:
+    expected = Interval(point=100, low=80, high=120)
+    assert on_progress(expected, elapsed_s=1000, fraction_at_start=0.5, fraction_now=0.51) is None
+    assert on_progress(expected, elapsed_s=10, fraction_at_start=0.0, fraction_now=0.06) is None

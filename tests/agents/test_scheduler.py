@@ -1,0 +1,316 @@
+"""The Scheduler agent on the simulated cluster: cascades, OOM, timeouts, no double submits.
+
+A simulated cluster on a manual clock (see ``tests/agents/harness.py``) so that minutes
+of job time pass in milliseconds; the same agent runs on the real SLURM in
+``tests/e2e/test_cascade.py`` and in the slurm-marked OOM test below.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from agents.events import JobSubmitted, PlanApproved, PlanFinished, ScheduleDecision
+from agents.scheduler import Scheduler, SchedulerConfig, job_name
+from knowledge_base.records import CascadeSegment, Plan, PlanStatus
+from tests.agents.harness import MiniCenter, dnn_spec, generic_spec, make_plan, until
+from tools.actuators.model import SimulatedWork
+
+
+def behaving(run_s: int, peak_mb: int = 100):
+    def behaviour(plan: Plan, index: int, attempt: int) -> SimulatedWork:
+        return SimulatedWork(run_s=run_s, peak_memory_mb=peak_mb)
+
+    return behaviour
+
+
+async def run_plan(
+    center: MiniCenter, scheduler: Scheduler, plan: Plan, *, steps: int = 200, dt_s: float = 10
+) -> Plan:
+    """Approve ``plan`` and let simulated time pass until the plan is over."""
+    await center.publish(PlanApproved(plan=plan), plan.id)
+    await center.settle()
+
+    async def over() -> Plan | None:
+        stored = await center.kb.get_plan(plan.id)
+        done = (PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED)
+        return stored if stored.status in done else None
+
+    async def step() -> None:
+        center.clock.advance(dt_s)
+        await scheduler.monitors["testcluster"].poll_once()
+        await center.settle()
+
+    result: Plan = await until(over, step, steps=steps, what=f"plan {plan.id} over")
+    return result
+
+
+@pytest.fixture
+async def center(tmp_path: Path):
+    async with MiniCenter(tmp_path) as c:
+        yield c
+
+
+async def start_scheduler(center: MiniCenter, behaviour, **config) -> Scheduler:
+    scheduler = Scheduler(
+        center.kb,
+        {"testcluster": center.cluster},
+        center.bus,
+        SchedulerConfig(checkpoint_overhead_s=10, **config),
+        simulated=behaviour,
+    )
+    await center.start(scheduler)
+    return scheduler
+
+
+async def test_a_cascade_runs_its_segments_one_after_another_and_completes(
+    center: MiniCenter,
+) -> None:
+    scheduler = await start_scheduler(center, behaving(run_s=45))
+    plan = make_plan("plan-cascade", dnn_spec(), segments=3)
+
+    final = await run_plan(center, scheduler, plan)
+
+    assert final.status is PlanStatus.COMPLETED
+    jobs = [s for s in final.segments if s.job_id]
+    assert [s.index for s in jobs] == [0, 1, 2]
+    assert all(s.state == "completed" for s in jobs)
+    decisions = await center.recorder.of(ScheduleDecision)
+    assert [d.action for d in decisions] == ["submit", "next_segment", "next_segment", "complete"]
+    assert "resumes from its checkpoint" in decisions[1].reason
+    finished = await center.recorder.of(PlanFinished)
+    assert [f.status for f in finished] == [PlanStatus.COMPLETED]
+    assert finished[0].segments == 3
+    assert len(finished[0].job_ids) == 3
+
+
+async def test_each_cascade_segment_is_told_its_work_budget(center: MiniCenter) -> None:
+    scheduler = await start_scheduler(center, behaving(run_s=45))
+    plan = make_plan("plan-env", dnn_spec(), segments=2)
+    await center.publish(PlanApproved(plan=plan), plan.id)
+    await center.settle()
+    job_id = (await center.recorder.of(JobSubmitted))[0].job_id
+    request = center.cluster._jobs[job_id].request  # what the batch system was given
+    assert request.environment["RIGHTSIZE_SEGMENT"] == "0"
+    assert request.environment["RIGHTSIZE_SEGMENTS"] == "2"
+    assert request.environment["RIGHTSIZE_SEGMENT_WORK_S"] == "50"  # 60 s - 10 s overhead
+    assert request.name == job_name(plan, 0, 1)
+    assert scheduler.monitors["testcluster"].watching == [job_id]
+
+
+async def test_an_out_of_memory_job_is_resubmitted_with_more_memory_and_completes(
+    center: MiniCenter,
+) -> None:
+    scheduler = await start_scheduler(center, behaving(run_s=100, peak_mb=2900))
+    plan = make_plan("plan-oom", generic_spec(), partition="batch", memory_mb=2048, walltime_s=300)
+
+    final = await run_plan(center, scheduler, plan)
+
+    assert final.status is PlanStatus.COMPLETED
+    jobs = [s for s in final.segments if s.job_id]
+    assert [s.state for s in jobs] == ["out_of_memory", "completed"]
+    assert final.option is not None and final.option.memory_mb == 3072
+    decisions = await center.recorder.of(ScheduleDecision)
+    assert [d.action for d in decisions] == ["submit", "more_memory", "complete"]
+    assert decisions[1].memory_mb == 3072
+    assert "ran out of memory with 2.0 GB" in decisions[1].reason
+    assert "attempt 1 of 3" in decisions[1].reason
+
+
+async def test_a_job_that_can_never_fit_stops_with_an_explanation_after_bounded_attempts(
+    center: MiniCenter,
+) -> None:
+    scheduler = await start_scheduler(center, behaving(run_s=100, peak_mb=19_000))
+    plan = make_plan("plan-huge", generic_spec(), partition="debug", memory_mb=1024)
+
+    final = await run_plan(center, scheduler, plan)
+
+    assert final.status is PlanStatus.FAILED
+    jobs = [s for s in final.segments if s.job_id]
+    assert len(jobs) <= 1 + scheduler.config.policy.max_oom_attempts
+    assert all(s.state == "out_of_memory" for s in jobs)
+    # 1 GB -> 2 GB -> 3 GB -> 4 GB (debug's limit), then it stops and says why.
+    assert final.option is not None and final.option.memory_mb == 4096
+    assert "the most testcluster/debug allows" in final.reason
+    assert "cannot fit this partition" in final.reason
+    finished = await center.recorder.of(PlanFinished)
+    assert finished[-1].status is PlanStatus.FAILED and finished[-1].reason == final.reason
+
+
+async def test_oom_attempts_are_bounded_even_below_the_partition_limit(
+    center: MiniCenter,
+) -> None:
+    from agents.rescheduler import ReschedulePolicy
+
+    scheduler = await start_scheduler(
+        center,
+        behaving(run_s=100, peak_mb=19_000),
+        policy=ReschedulePolicy(max_oom_attempts=2),
+    )
+    plan = make_plan("plan-bounded", generic_spec(), partition="batch", memory_mb=1024)
+
+    final = await run_plan(center, scheduler, plan)
+
+    assert final.status is PlanStatus.FAILED
+    assert len([s for s in final.segments if s.job_id]) == 3  # the first and 2 retries
+    assert "bounded attempts (max_oom_attempts=2) are used up" in final.reason
+
+
+async def test_a_timeout_without_checkpoint_gets_a_longer_walltime_where_the_partition_allows(
+    center: MiniCenter,
+) -> None:
+    scheduler = await start_scheduler(center, behaving(run_s=200))
+    plan = make_plan("plan-slow", generic_spec(), partition="batch", walltime_s=120)
+
+    final = await run_plan(center, scheduler, plan)
+
+    assert final.status is PlanStatus.COMPLETED
+    jobs = [s for s in final.segments if s.job_id]
+    assert [(s.state, s.walltime_s) for s in jobs] == [("timeout", 120), ("completed", 240)]
+    decisions = await center.recorder.of(ScheduleDecision)
+    assert decisions[1].action == "longer_walltime"
+    assert "cannot checkpoint" in decisions[1].reason
+
+
+async def test_a_timeout_at_the_partition_limit_without_checkpoint_stops_and_explains(
+    center: MiniCenter,
+) -> None:
+    scheduler = await start_scheduler(center, behaving(run_s=100))
+    plan = make_plan("plan-toolong", generic_spec(), partition="debug", walltime_s=60)
+
+    final = await run_plan(center, scheduler, plan)
+
+    assert final.status is PlanStatus.FAILED
+    assert "the longest testcluster/debug allows" in final.reason
+    assert "cannot checkpoint" in final.reason
+    assert len([s for s in final.segments if s.job_id]) == 1
+
+
+async def test_a_redelivered_approval_submits_nothing_twice(center: MiniCenter) -> None:
+    scheduler = await start_scheduler(center, behaving(run_s=45))
+    plan = make_plan("plan-twice", dnn_spec(), segments=2)
+    # Two copies of the approval with different ids: what a restarted Intelligence Plane
+    # that lost its outbox marker could send.
+    await center.publish(PlanApproved(plan=plan), plan.id)
+    await center.publish(PlanApproved(plan=plan), plan.id)
+    await center.settle()
+
+    final = await run_plan(center, scheduler, plan)
+
+    assert final.status is PlanStatus.COMPLETED
+    assert len(center.cluster._jobs) == 2  # one per segment, however often approved
+    submitted = await center.recorder.of(JobSubmitted)
+    assert len({s.job_id for s in submitted}) == 2
+
+
+async def test_an_interrupted_submission_is_reconciled_before_anything_is_resubmitted(
+    center: MiniCenter,
+) -> None:
+    """A crash between recording the intent and recording the job id leaves an intent."""
+    scheduler = Scheduler(center.kb, {"testcluster": center.cluster}, center.bus)
+    plan = make_plan("plan-crash", generic_spec(), partition="batch", walltime_s=120)
+    stored = await center.kb.put_plan(
+        plan.model_copy(
+            update={
+                "status": PlanStatus.APPROVED,
+                "segments": [
+                    *plan.segments,
+                    CascadeSegment(index=0, walltime_s=120, state="submitting"),
+                ],
+            }
+        )
+    )
+    # The submission did reach the batch system before the crash (and already ended).
+    from tools.actuators.model import JobRequest
+
+    job_id = await center.cluster.submit(
+        JobRequest(
+            name=job_name(stored, 0, 1),
+            partition="batch",
+            command="true",
+            memory_mb=100,
+            walltime_s=60,
+            simulated=SimulatedWork(run_s=5),
+        )
+    )
+    center.clock.advance(10)
+
+    watched = await scheduler.recover()
+
+    recovered = await center.kb.get_plan(plan.id)
+    assert [(s.job_id, s.state) for s in recovered.segments if s.state] == [(job_id, "pending")]
+    assert watched == [job_id]
+
+
+@pytest.mark.slurm
+async def test_on_real_slurm_an_oom_kill_is_resubmitted_with_more_memory(
+    tmp_path: Path, slurm_cluster: dict[str, str]
+) -> None:
+    """The local SLURM kills a job past its --mem; the Scheduler asks for more and it completes."""
+    from knowledge_base.catalog import Catalog
+    from knowledge_base.importers.slurm import import_slurm_system
+    from knowledge_base.records import CascadeSegment, PlanOption
+    from knowledge_base.workload import GenericJob, WorkloadSpec
+    from tools.actuators.slurm import SlurmExecutor
+
+    system = import_slurm_system("local", "lab")
+    workdir = tmp_path / "jobs"
+    workdir.mkdir()
+    os.chmod(workdir, 0o777)
+    # Holds ~700 MB for 12 s: killed under 512 MB (OverMemoryKill samples every 5 s).
+    command = (
+        f'{sys.executable} -c "import time; b = bytearray(700 * 2**20); '
+        '[b.__setitem__(i, 1) for i in range(0, len(b), 4096)]; time.sleep(12)"'
+    )
+    spec = WorkloadSpec(
+        name="memhog",
+        user="root",
+        workload=GenericJob(application=command, nodes=1, cores=1, walltime_s=60),
+    )
+    plan = Plan(
+        id="plan-slurm-oom",
+        user="root",
+        spec=spec,
+        option=PlanOption(
+            system="local",
+            partition="batch",
+            nodes=1,
+            cores_per_node=1,
+            memory_mb=512,
+            walltime_s=120,
+        ),
+        segments=[CascadeSegment(index=0, walltime_s=120)],
+    )
+    async with MiniCenter(tmp_path) as center:
+        await center.kb.put_catalog(Catalog(systems=[system]))
+        executor = SlurmExecutor(system=system, output_dir=workdir)
+        scheduler = Scheduler(
+            center.kb,
+            {"local": executor},
+            center.bus,
+            SchedulerConfig(work_dir=workdir, poll_interval_s=2),
+        )
+        await center.start(scheduler)
+        await center.publish(PlanApproved(plan=plan), plan.id)
+        await center.settle()
+
+        async def over() -> Plan | None:
+            stored = await center.kb.get_plan(plan.id)
+            done = (PlanStatus.COMPLETED, PlanStatus.FAILED)
+            return stored if stored.status in done else None
+
+        async def step() -> None:
+            import asyncio
+
+            await asyncio.sleep(2)
+            await scheduler.monitors["local"].poll_once()
+            await center.settle()
+
+        final: Plan = await until(over, step, steps=90, what="the OOM plan over")
+    assert final.status is PlanStatus.COMPLETED, final.reason
+    jobs = [s for s in final.segments if s.job_id]
+    assert [s.state for s in jobs] == ["out_of_memory", "completed"]
+    assert final.option is not None and final.option.memory_mb == 1024

@@ -1,0 +1,81 @@
+"""The cascade end to end on the real local SLURM: ``rightsize demo cascade --json``.
+
+Every agent runs for real (in-process bus, SQLite, the LangGraph checkpointer, the
+planner, the local SLURM through ``SlurmExecutor``): the seeded CNN of
+``examples/cascade/train.py`` (about four minutes of single-threaded work) is asked for
+in the ``debug`` partition, whose limit is one minute. It must finish through at least
+three cascaded jobs, each submitted once, each ending COMPLETED in SLURM's own job
+completion log, and its final weights must equal those of the same script run
+uninterrupted beside it. Takes 6-12 minutes on the shared 2-core VM.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools.actuators.slurm import parse_jobcomp
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.e2e
+@pytest.mark.slurm
+@pytest.mark.timeout(1800)
+def test_a_four_minute_training_finishes_through_one_minute_jobs_with_the_same_weights(
+    slurm_cluster: dict[str, str], tmp_path: Path
+) -> None:
+    env = {
+        **slurm_cluster,
+        "RIGHTSIZE_HOME": str(tmp_path / "home"),
+        "PYTHONPATH": str(REPO),
+    }
+    for name in ("RIGHTSIZE_KB_URL", "RIGHTSIZE_MONGO_URL", "RIGHTSIZE_KAFKA_BOOTSTRAP"):
+        env.pop(name, None)
+    done = subprocess.run(
+        [sys.executable, "-m", "rightsize", "demo", "cascade", "--json", "--timeout-s", "1500"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1700,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+
+    assert {"segments", "final_state", "slurm_job_ids", "jobcomp_log"} <= set(result)
+    assert result["final_state"] == "completed"
+    assert result["segments"] >= 3
+    assert result["weights_match_uninterrupted"] is True
+    jobs = result["slurm_job_ids"]
+    assert len(jobs) == len(set(jobs)) == result["segments"]  # one job per segment, no repeats
+
+    # SLURM's own record: every segment ran in the 1-minute partition and completed.
+    records = parse_jobcomp(Path(result["jobcomp_log"]).read_text())
+    for job_id in jobs:
+        record = records[job_id]
+        assert record["JobState"] == "COMPLETED", record
+        assert record["Partition"] == "debug" and record["TimeLimit"] == "1", record
+    # The segments ran one after another, each resuming where the last stopped.
+    work = Path(result["work_dir"])
+    progress = [
+        [line for line in (work / f"rightsize-{job}.out").read_text().splitlines()
+         if line.startswith("RIGHTSIZE_PROGRESS")]
+        for job in jobs
+    ]  # fmt: skip
+    for before, after in itertools.pairwise(progress):
+        assert after[0].split("=")[1] == before[-1].split("=")[1]
+    assert progress[-1][-1] == "RIGHTSIZE_PROGRESS epoch=40/40"
+    # The profiling run that taught the estimators this script went through SLURM too.
+    assert (
+        result["profiling_job_ids"]
+        and records[result["profiling_job_ids"][0]]["JobState"] == "COMPLETED"
+    )
+    assert os.path.exists(work / "final.pt")

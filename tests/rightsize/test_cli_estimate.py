@@ -1,0 +1,162 @@
+"""``rightsize estimate`` on a user's model file, and its refusals, through the real app.
+
+The estimators are a small bundle trained here on a slice of the committed dataset
+(``RIGHTSIZE_DNN_MODELS``), so the test does not depend on shipped model files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from knowledge_base.sqlite import SQLiteKnowledgeBase
+from rightsize.cli import app
+from tools.estimators.dnn.bundle import train_bundle
+from tools.estimators.dnn.dataset import GraphStore, load_examples
+
+runner = CliRunner()
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "models" / "small_cnn.py"
+KEYS = {"hardware", "iteration_time_s", "peak_memory_mb", "walltime_s", "fits", "estimator"}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.set_num_threads(1)
+    examples = [e for e in load_examples(REPO / "data" / "dnn_profiles" / "cpu_sweep.jsonl")]
+    chosen = [e for e in examples if e.family == "mlp"][:16]
+    store = GraphStore(tmp_path_factory.mktemp("graphs"))
+    store.build(chosen)
+    folder = tmp_path_factory.mktemp("models")
+    train_bundle(chosen, store, kinds=("blackbox",), xgb_rounds=10).save(folder)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models: Path) -> None:
+    monkeypatch.setenv("RIGHTSIZE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RIGHTSIZE_DNN_MODELS", str(models))
+    for name in ("KB_URL", "MONGO_URL"):
+        monkeypatch.delenv(f"RIGHTSIZE_{name}", raising=False)
+
+
+def _registry(tmp_path: Path) -> list[str]:
+    path = tmp_path / "home" / "rightsize.db"
+    if not path.exists():
+        return []
+
+    async def ids() -> list[str]:
+        kb = SQLiteKnowledgeBase(path)
+        try:
+            return [r.id for r in await kb.list_estimators()]
+        finally:
+            await kb.close()
+
+    return asyncio.run(ids())
+
+
+def _estimate(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["estimate", *args])
+    return result.exit_code, result.stdout, result.output
+
+
+def test_json_gives_every_key_per_batch_and_walltime_adds_up(tmp_path: Path) -> None:
+    code, stdout, output = _estimate(
+        "--model-file", str(EXAMPLE), "--model-class", "SmallCNN",
+        "--batch-size", "8", "16", "--epochs", "2", "--samples", "100", "--json",
+    )  # fmt: skip
+    assert code == 0, output
+    estimates = json.loads(stdout)["estimates"]
+    assert [e["batch_size"] for e in estimates] == [8, 16]
+    for e in estimates:
+        assert set(e) >= KEYS and e["hardware"] == "local"
+        for key in ("iteration_time_s", "peak_memory_mb", "walltime_s"):
+            assert e[key]["p10"] <= e[key]["p50"] <= e[key]["p90"]
+        iterations = 2 * -(-100 // e["batch_size"])
+        assert e["walltime_s"]["p50"] == pytest.approx(
+            iterations * e["iteration_time_s"]["p50"] + 120
+        )
+        assert e["fits"] is True and e["estimator"].startswith("dnn-blackbox")
+    # both targets' estimators, once, and the planner's GPU roofline
+    assert len(_registry(tmp_path)) == 3
+
+
+def test_catalog_hardware_gets_the_analytic_op_graph_model(tmp_path: Path) -> None:
+    code, stdout, output = _estimate(
+        "--model-file", str(EXAMPLE), "--model-class", "SmallCNN", "--batch-size", "8",
+        "--hardware", "pitzer", "--json",
+    )  # fmt: skip
+    assert code == 0, output
+    estimates = json.loads(stdout)["estimates"]
+    assert estimates and all(e["hardware"].startswith("pitzer/") for e in estimates)
+    assert {e["estimator"] for e in estimates} == {"analytic-opgraph"}
+
+
+def test_the_table_names_the_estimator() -> None:
+    code, stdout, output = _estimate(
+        "--model-file", str(EXAMPLE), "--model-class", "SmallCNN", "--batch-size", "8",
+    )  # fmt: skip
+    assert code == 0, output
+    assert "dnn-blackbox" in stdout and "local" in stdout
+
+
+OOM_MODEL = """
+import torch
+from torch import nn
+class Hungry(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 2)
+    def forward(self, x):
+        # ~10 GB per sample: any batch is past what this machine holds
+        return self.a(x) + x.new_zeros(x.shape[0], 2, 1_250_000_000).sum(-1)
+def example_batch(n):
+    return torch.randn(n, 4), torch.randint(0, 2, (n,))
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "words"),
+    [
+        (None, ["--epochs", "0"], "--epochs"),
+        (None, ["--samples", "-5"], "--samples"),
+        ("x = (\n", [], "does not import"),
+        ("class Net:\n    pass\n", [], "not an nn.Module"),
+        (OOM_MODEL, [], "runs out of memory"),
+    ],
+)
+def test_bad_input_exits_2_names_the_problem_and_writes_nothing(
+    tmp_path: Path, text: str | None, args: list[str], words: str
+) -> None:
+    path = EXAMPLE
+    name = "SmallCNN"
+    if text is not None:
+        path = tmp_path / "model.py"
+        path.write_text(text)
+        name = "Hungry" if "Hungry" in text else "Net"
+    code, _, output = _estimate(
+        "--model-file", str(path), "--model-class", name, "--batch-size", "4", *args
+    )
+    assert code == 2, output
+    assert words in output
+    assert _registry(tmp_path) == []
+
+
+def test_profile_sweep_writes_a_dataset_and_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "sweep.jsonl"
+    args = ["profile", "sweep", "--out", str(out), "--count", "2", "--family", "mlp"]
+    args += ["--threads", "1"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    written = out.read_text().splitlines() if out.exists() else []
+    skipped = out.with_name(out.name + ".skipped")
+    done = len(written) + (len(skipped.read_text().splitlines()) if skipped.exists() else 0)
+    assert done == 2
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0
+    assert out.read_text().splitlines() == written  # nothing profiled twice

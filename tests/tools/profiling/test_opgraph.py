@@ -1,0 +1,78 @@
+"""The op graph of a training step: FLOPs, bytes, phases, edges, memory totals."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tools.profiling.analytic import analytic_memory_mb, analytic_time_s, cpu_spec
+from tools.profiling.opgraph import category_of, op_graph
+from tools.profiling.zoo import family
+from tools.profiling.zoo.registry import TrainingTask
+
+
+def _mlp_task(batch: int = 8) -> TrainingTask:
+    with torch.device("meta"):
+        return family("mlp").task(
+            {"depth": 2, "width": 64, "features": 32, "num_classes": 10}, batch
+        )
+
+
+def test_matrix_multiply_flops_of_forward_and_backward_are_exact() -> None:
+    graph = op_graph(_mlp_task(8))
+    layers = [(32, 64), (64, 64), (64, 10)]
+    forward = sum(2 * 8 * i * o for i, o in layers)
+    # weight gradients for every layer, input gradients for all but the first
+    backward = forward + sum(2 * 8 * i * o for i, o in layers[1:])
+    summary = graph.summary()
+    assert summary["forward_flops"] == forward
+    assert summary["backward_flops"] == backward
+
+
+def test_sizes_come_from_shapes_and_edges_follow_data_flow() -> None:
+    graph = op_graph(_mlp_task(8))
+    params = 32 * 64 + 64 + 64 * 64 + 64 + 64 * 10 + 10
+    assert graph.parameters == params and graph.parameter_bytes == 4 * params
+    assert graph.batch_bytes == 8 * 32 * 4 + 8 * 8  # float inputs, int64 targets
+    assert graph.saved_activation_bytes > 0 and graph.peak_live_bytes > 0
+    assert all(src < dst for src, dst in graph.edges)
+    assert any(node.backward for node in graph.nodes) and not graph.nodes[0].backward
+
+
+def test_a_depthwise_convolution_backward_costs_twice_its_forward() -> None:
+    model = nn.Sequential(
+        nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.Flatten(), nn.Linear(8 * 64, 2)
+    )
+    task = TrainingTask(model, (torch.randn(2, 8, 8, 8),), torch.randint(0, 2, (2,)))
+    graph = op_graph(task)
+    conv = [n for n in graph.nodes if n.category == "conv"]
+    forward = next(n for n in conv if not n.backward)
+    backward = next(n for n in conv if n.backward)
+    assert forward.flops == 2 * 2 * 8 * 64 * 9
+    assert backward.flops == forward.flops  # the input needs no gradient: weights only
+
+
+def test_an_lstm_is_one_cpu_kernel_per_layer_with_its_flops() -> None:
+    with torch.device("meta"):
+        task = family("lstm").task({"depth": 2, "width": 32, "seq_len": 8, "vocab": 100}, 4)
+    graph = op_graph(task)
+    rnn = [n for n in graph.nodes if n.category == "rnn"]
+    assert len(rnn) == 4  # two layers, forward and backward
+    assert all(n.flops > 0 for n in rnn)
+    assert len(graph.nodes) < 60
+
+
+def test_categories_group_operators_by_what_they_do() -> None:
+    assert category_of("convolution_backward") == "conv"
+    assert category_of("addmm") == "matmul"
+    assert category_of("native_batch_norm") == "norm"
+    assert category_of("threshold_backward") == "activation"
+
+
+def test_the_analytic_models_grow_with_the_batch_and_the_optimizer() -> None:
+    small, large = op_graph(_mlp_task(8)).summary(), op_graph(_mlp_task(64)).summary()
+    spec = cpu_spec("AMD EPYC", 1)
+    assert analytic_time_s(large, spec, "sgd") > analytic_time_s(small, spec, "sgd")
+    assert analytic_memory_mb(small, "adam") > analytic_memory_mb(small, "sgd")
+    two = cpu_spec("AMD EPYC", 2)
+    assert analytic_time_s(large, two, "sgd") < analytic_time_s(large, spec, "sgd")

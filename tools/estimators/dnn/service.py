@@ -1,0 +1,445 @@
+"""Finding, training, registering and asking the DNN estimators (HARP's Predict step).
+
+Trained files: the repository ships a bundle in ``data/dnn_profiles/models`` (next to
+the dataset it was trained on; ``RIGHTSIZE_DNN_MODELS`` points elsewhere); without one,
+the first use trains a bundle from the dataset and caches it under
+``HOME/dnn/models/<dataset digest>`` (op graphs under ``HOME/dnn/graphs``).
+``register`` records every estimator of a bundle in the knowledge base's registry with
+its validation metrics and promotes the ones HARP's rule selected.
+
+``estimate`` answers a user's model file on hardware options: the trained estimators
+where the bundle's domain covers the hardware (this machine's CPU model and thread
+counts), the analytic op-graph model elsewhere (``analytic-opgraph``, wide intervals).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from knowledge_base.catalog import Catalog
+from knowledge_base.errors import InvalidInputError
+from knowledge_base.records import EstimatorRecord
+from knowledge_base.store import KnowledgeBase
+from tools.estimators.dnn.bundle import TARGETS, EstimatorBundle, train_bundle
+from tools.estimators.dnn.dataset import (
+    GraphData,
+    GraphStore,
+    default_dataset_path,
+    load_examples,
+)
+from tools.estimators.dnn.features import FeatureInput
+from tools.estimators.dnn.usermodel import UserModel
+from tools.planning.analytic import STARTUP_S
+from tools.profiling.analytic import (
+    HardwareSpec,
+    analytic_memory_mb,
+    analytic_time_s,
+    cpu_spec,
+    gpu_spec,
+)
+from tools.profiling.profiler import fork_call, hardware_descriptors, measure_task, rss_mb
+
+__all__ = [
+    "ANALYTIC_OPGRAPH_ID",
+    "HardwareOption",
+    "OptionEstimate",
+    "Quantiles",
+    "bundle_records",
+    "committed_models_dir",
+    "estimate",
+    "gpu_roofline_record",
+    "hardware_options",
+    "load_bundle",
+    "register",
+    "smoke_step",
+    "train_to",
+]
+
+log = logging.getLogger(__name__)
+
+ANALYTIC_OPGRAPH_ID = "analytic-opgraph"
+CUDA_CONTEXT_MB = 1024.0  # as tools.planning.analytic assumes
+# Spreads of the untrained analytic op-graph estimate, as the planner's fallback uses.
+_CPU_TIME_SPREAD = (0.4, 2.5)
+_GPU_TIME_SPREAD = (0.5, 2.0)
+_MEMORY_SPREAD = (0.7, 1.4)
+TARGET_IDS = {"iteration_s": "dnn_iteration_s", "peak_memory_mb": "dnn_peak_memory_mb"}
+
+
+def committed_models_dir() -> Path:
+    """``RIGHTSIZE_DNN_MODELS``, else ``models/`` beside the committed dataset."""
+    override = os.environ.get("RIGHTSIZE_DNN_MODELS")
+    if override:
+        return Path(override).expanduser()
+    return default_dataset_path().parent / "models"
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha1(path.read_bytes()).hexdigest()[:12]
+
+
+def load_bundle(
+    home: Path, dataset: Path | None = None, *, train: bool = True, workers: int = 2
+) -> tuple[EstimatorBundle, Path]:
+    """The bundle to answer with and the folder it lives in (trained on first use)."""
+    source = dataset or default_dataset_path()
+    committed = committed_models_dir()
+    if dataset is None and (committed / "bundle.json").exists():
+        return EstimatorBundle.load(committed), committed
+    if not source.exists():
+        raise InvalidInputError(
+            "no profiled dataset to train the DNN estimators from (run `rightsize profile "
+            "sweep`, or set RIGHTSIZE_DNN_PROFILES)",
+            field="dataset",
+            value=str(source),
+        )
+    folder = home.expanduser() / "dnn" / "models" / _digest(source)
+    if (folder / "bundle.json").exists():
+        return EstimatorBundle.load(folder), folder
+    if not train:
+        raise InvalidInputError("no trained DNN estimators", field="models", value=str(folder))
+    examples = load_examples(source)
+    store = GraphStore(home.expanduser() / "dnn" / "graphs")
+    store.build(examples, workers=workers)
+    bundle = train_bundle(examples, store)
+    bundle.save(folder)
+    return bundle, folder
+
+
+def train_to(
+    home: Path, out: Path, dataset: Path | None = None, *, workers: int = 2, gnn_epochs: int = 80
+) -> EstimatorBundle:
+    """Train a bundle on the dataset and save it in ``out`` (e.g. the shipped folder)."""
+    examples = load_examples(dataset or default_dataset_path())
+    store = GraphStore(home.expanduser() / "dnn" / "graphs")
+    store.build(examples, workers=workers)
+    bundle = train_bundle(examples, store, gnn_epochs=gnn_epochs)
+    bundle.save(out)
+    return bundle
+
+
+def bundle_records(bundle: EstimatorBundle, folder: Path) -> list[EstimatorRecord]:
+    """Registry records of every estimator in ``bundle`` (ids depend on the files)."""
+    meta = bundle.meta
+    digest = hashlib.sha1((folder / "bundle.json").read_bytes()).hexdigest()[:10]
+    records: list[EstimatorRecord] = []
+    for target in TARGETS:
+        for kind, scores in meta.validation.get(target, {}).items():
+            calibration = meta.calibration[target][kind]
+            validation = {
+                "mape": scores.mape / 100,
+                "under_rate": scores.under_rate,
+                "over_error": scores.over_error / 100,
+                "safety_factor": calibration.safety_factor,
+                "interval_widen_log": calibration.widen_log,
+            }
+            if scores.coverage is not None:
+                validation["coverage_p10_p90"] = scores.coverage
+            names = {
+                "blackbox": meta.blackbox_names,
+                "hybrid": meta.hybrid_names,
+                "whitebox": ["op_graph", "hardware", "batch", "optimizer", "analytic"],
+            }[kind]
+            domain = meta.domain
+            records.append(
+                EstimatorRecord(
+                    id=f"dnn-{kind}-{target}-{digest}",
+                    kind={"blackbox": "xgboost", "whitebox": "gnn", "hybrid": "hybrid"}[kind],
+                    target=TARGET_IDS[target],
+                    validation=validation,
+                    training_rows=meta.training_rows,
+                    artifact_path=str(folder),
+                    features=list(names),
+                    notes=(
+                        f"HARP DNN estimator ({kind}); validation rows {meta.validation_rows}; "
+                        f"selected: {meta.selected.get(target) == kind}; domain: "
+                        + (domain.model_dump_json() if domain else "{}")
+                    ),
+                )
+            )
+    return records
+
+
+def gpu_roofline_record() -> EstimatorRecord:
+    """The planner's GPU estimator (``adapter``) as a registry record."""
+    from tools.estimators.dnn.adapter import GPU_ROOFLINE_ID, gavel_points, trained_roofline
+
+    _, (mape, q10, q90), _ = trained_roofline()
+    return EstimatorRecord(
+        id=GPU_ROOFLINE_ID,
+        kind="roofline",
+        target="dnn_iteration_s_gpu",
+        validation={"mape": mape, "relative_error_p10": q10, "relative_error_p90": q90},
+        training_rows=len(gavel_points()),
+        artifact_path=str(default_dataset_path().parent / "gavel_single_gpu.json"),
+        features=["model", "batch_size", "gpu_fp32_tflops"],
+        notes="Gavel K80/P100/V100 single-GPU steps; validation: leave one GPU out",
+    )
+
+
+async def register(kb: KnowledgeBase, bundle: EstimatorBundle, folder: Path) -> list[str]:
+    """Put the bundle's estimators in the registry (once) and promote the selected ones."""
+    from knowledge_base.errors import NotFoundError
+
+    ids: list[str] = []
+    for record in bundle_records(bundle, folder):
+        try:
+            await kb.get_estimator(record.id)
+        except NotFoundError:
+            await kb.put_estimator(record)
+            kind = record.id.split("-")[1]
+            target = next(t for t, i in TARGET_IDS.items() if i == record.target)
+            if bundle.meta.selected.get(target) == kind:
+                await kb.promote_estimator(record.id)
+        ids.append(record.id)
+    gpu = gpu_roofline_record()
+    try:
+        await kb.get_estimator(gpu.id)
+    except NotFoundError:
+        await kb.put_estimator(gpu)
+        await kb.promote_estimator(gpu.id)
+    return ids
+
+
+class HardwareOption(BaseModel):
+    """One place to run: this machine, or one GPU / one whole CPU node of a partition."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    name: str
+    spec: HardwareSpec
+    cpu_model: str = ""
+    capacity_mb: float | None = Field(default=None, description="Memory that must hold it")
+    local: bool = False
+
+
+def _memory_total_mb() -> float:
+    with open("/proc/meminfo") as info:
+        for line in info:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 1024
+    return math.inf
+
+
+def hardware_options(
+    wanted: Sequence[str], catalog: Catalog | None, threads: int | None
+) -> list[HardwareOption]:
+    """Options for ``--hardware`` values: ``local``, ``all``, ``SYSTEM`` or ``SYSTEM/PARTITION``."""
+    options: list[HardwareOption] = []
+    cpu_model = str(hardware_descriptors(1)["cpu_model"])
+    local_threads = threads or 1
+
+    def add_local() -> None:
+        options.append(
+            HardwareOption(
+                name="local",
+                spec=cpu_spec(cpu_model, local_threads, _memory_total_mb()),
+                cpu_model=cpu_model,
+                capacity_mb=_memory_total_mb(),
+                local=True,
+            )
+        )
+
+    def add_partitions(system_name: str, partition_name: str | None) -> None:
+        if catalog is None:
+            raise InvalidInputError("no catalog", field="--hardware", value=system_name)
+        try:
+            system = catalog.system(system_name)
+        except Exception as error:
+            raise InvalidInputError(
+                f"unknown system (known: {', '.join(catalog.names())})",
+                field="--hardware",
+                value=system_name,
+            ) from error
+        partitions = [
+            p for p in system.partitions if partition_name is None or p.name == partition_name
+        ]
+        if not partitions:
+            raise InvalidInputError(
+                f"{system.name} has no partition {partition_name!r}",
+                field="--hardware",
+                value=f"{system_name}/{partition_name}",
+            )
+        types = {t.name: t for t in system.node_types}
+        for partition in partitions:
+            node = types.get(partition.node_type or "")
+            if node is None:
+                continue
+            where = f"{system.name}/{partition.name}"
+            if partition.gpus_per_node and node.gpu is not None:
+                spec = gpu_spec(node.gpu)
+                if spec is not None:
+                    capacity = float(node.gpu.memory_mb) if node.gpu.memory_mb else None
+                    options.append(HardwareOption(name=where, spec=spec, capacity_mb=capacity))
+            elif not partition.gpus_per_node:
+                cores = min(
+                    node.cores or partition.max_cores_per_node, partition.max_cores_per_node
+                )
+                memory = node.usable_memory_mb or node.memory_mb
+                options.append(
+                    HardwareOption(
+                        name=where,
+                        spec=cpu_spec(node.cpu_model or node.name, cores),
+                        cpu_model=node.cpu_model or "",
+                        capacity_mb=float(memory) if memory else None,
+                    )
+                )
+
+    for value in wanted:
+        if value == "local":
+            add_local()
+        elif value == "all":
+            add_local()
+            for name in catalog.names() if catalog else []:
+                add_partitions(name, None)
+        else:
+            system, _, partition = value.partition("/")
+            add_partitions(system, partition or None)
+    return options
+
+
+class Quantiles(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    p10: float
+    p50: float
+    p90: float
+
+
+class OptionEstimate(BaseModel):
+    """One hardware option and batch size: the keys ``rightsize estimate --json`` prints."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hardware: str
+    batch_size: int
+    iteration_time_s: Quantiles
+    peak_memory_mb: Quantiles
+    walltime_s: Quantiles
+    fits: bool
+    estimator: str
+    iterations: int
+    note: str = ""
+
+
+def smoke_step(
+    user: UserModel, batch_size: int, optimizer: str, threads: int, timeout_s: float = 300.0
+) -> dict[str, object]:
+    """One real training step of the user's model in a forked child (memory-capped).
+
+    Returns the child's result: ``status`` out_of_memory / crashed, or the measurement.
+    """
+    available = _memory_available_mb()
+
+    def work() -> dict[str, object]:
+        import torch
+
+        start = rss_mb()
+        torch.set_num_threads(threads)
+        return measure_task(user.task(batch_size), optimizer, 1, 1, start)
+
+    status, result, timed_out, _ = fork_call(
+        work, timeout_s=timeout_s, memory_limit_mb=max(256.0, available * 0.9)
+    )
+    if timed_out:
+        return {"status": "timeout"}
+    if os.WIFSIGNALED(status) and not result:
+        return {"status": "out_of_memory", "error": f"killed by signal {os.WTERMSIG(status)}"}
+    return dict(result)
+
+
+def _memory_available_mb() -> float:
+    with open("/proc/meminfo") as info:
+        for line in info:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    return 8192.0
+
+
+def _spread(point: float, spread: tuple[float, float]) -> Quantiles:
+    return Quantiles(p10=point * spread[0], p50=point, p90=point * spread[1])
+
+
+def estimate(
+    graphs: Mapping[int, GraphData],
+    *,
+    epochs: int,
+    samples: int,
+    optimizer: str,
+    options: Sequence[HardwareOption],
+    bundle: EstimatorBundle | None,
+    bundle_ids: dict[str, str] | None = None,
+) -> list[OptionEstimate]:
+    """Estimates for every (option, batch size) from each batch size's op graph.
+
+    ``peak_memory_mb`` is what a profile measures: training memory above the process's
+    resident set after ``import torch``; ``fits`` adds that baseline back on CPUs.
+    """
+    out: list[OptionEstimate] = []
+    baseline_mb = rss_mb()
+    for batch, data in graphs.items():
+        summary = data.summary
+        iterations = epochs * math.ceil(samples / batch)
+        for option in options:
+            item = FeatureInput(
+                family=None,
+                params={},
+                batch_size=batch,
+                optimizer=optimizer,
+                hardware=option.spec,
+                summary=summary,
+            )
+            covered = bundle is not None and _covered(bundle, option)
+            if covered and bundle is not None:
+                predicted = bundle.predict([item], [data])
+                chosen = {t: bundle.meta.selected.get(t, "hybrid") for t in TARGETS}
+                time_q = predicted["iteration_s"][chosen["iteration_s"]].quantiles[0]
+                memory_q = predicted["peak_memory_mb"][chosen["peak_memory_mb"]].quantiles[0]
+                ids = bundle_ids or {}
+                estimator = ", ".join(sorted({ids.get(t, f"dnn-{chosen[t]}-{t}") for t in TARGETS}))
+                iteration = Quantiles(p10=time_q[0], p50=time_q[1], p90=time_q[2])
+                memory = Quantiles(p10=memory_q[0], p50=memory_q[1], p90=memory_q[2])
+                note = "trained on this machine kind"
+            else:
+                time_s = analytic_time_s(summary, option.spec, optimizer)
+                memory_mb = analytic_memory_mb(summary, optimizer)
+                gpu = option.spec.kind == "gpu"
+                iteration = _spread(time_s, _GPU_TIME_SPREAD if gpu else _CPU_TIME_SPREAD)
+                memory = _spread(memory_mb + (CUDA_CONTEXT_MB if gpu else 0.0), _MEMORY_SPREAD)
+                estimator = ANALYTIC_OPGRAPH_ID
+                note = "analytic op-graph model (untrained for this hardware): wide interval"
+            walltime = Quantiles(
+                p10=iterations * iteration.p10 + STARTUP_S,
+                p50=iterations * iteration.p50 + STARTUP_S,
+                p90=iterations * iteration.p90 + STARTUP_S,
+            )
+            host_extra = baseline_mb if option.spec.kind == "cpu" else 0.0
+            fits = option.capacity_mb is None or memory.p90 + host_extra <= option.capacity_mb
+            out.append(
+                OptionEstimate(
+                    hardware=option.name,
+                    batch_size=batch,
+                    iteration_time_s=iteration,
+                    peak_memory_mb=memory,
+                    walltime_s=walltime,
+                    fits=bool(fits),
+                    estimator=estimator,
+                    iterations=iterations,
+                    note=note,
+                )
+            )
+    return out
+
+
+def _covered(bundle: EstimatorBundle, option: HardwareOption) -> bool:
+    domain = bundle.meta.domain
+    if domain is None or option.spec.kind != "cpu":
+        return False
+    return option.cpu_model in domain.cpu_models and option.spec.threads in domain.threads
