@@ -20,7 +20,8 @@ def test_a_tiny_configuration_measures_time_memory_and_flops() -> None:
     assert record is not None and record.status is ProfileStatus.OK, record
     assert record.iteration_s is not None and record.iteration_s > 0
     assert record.iteration_s_spread is not None and record.iteration_s_spread >= 0
-    assert record.peak_memory_mb is not None and record.peak_memory_mb > 0
+    # A tiny MLP may add no pages above the post-import baseline: 0 is a valid reading.
+    assert record.peak_memory_mb is not None and record.peak_memory_mb >= 0
     assert record.flops and record.parameters == 32 * 64 + 64 + 64 * 64 + 64 + 64 * 10 + 10
     assert record.hardware["threads"] == 1 and record.hardware["cpu_model"]
     samples = outcome.measurement["iteration_samples_s"]
