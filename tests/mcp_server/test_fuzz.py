@@ -128,10 +128,6 @@ values = st.one_of(
 )
 
 
-@pytest.mark.skip(
-    reason="known defect: in CI a mutated ResNet-50 spec drove this process to 23.7 GB RSS "
-    "and the kernel OOM-killed it; the unbounded input is not yet found (closing note, #9)"
-)
 def test_mutated_workload_specs_never_crash_the_server(server: Server) -> None:
     base = resnet_spec()
     base["goals"]["systems"] = ["pitzer"]

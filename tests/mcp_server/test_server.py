@@ -299,6 +299,23 @@ async def test_bad_input_is_a_tool_error_naming_the_field(
         assert data(await client.call_tool("list_systems", {"request": {}}))["systems"]
 
 
+async def test_an_absurd_dataset_is_answered_as_infeasible_not_by_running_out_of_memory(
+    kb_url: str,
+) -> None:
+    # 10^12 samples once made the planner build a cascade of billions of segments and
+    # drove the process past 23 GB (the fuzz below found it).
+    spec = resnet_spec()
+    spec["goals"]["systems"] = ["pitzer"]
+    spec["workload"]["dataset_samples"] = 10**12
+    async with Client(build_server(make_deps(kb_url))) as client:
+        answer = data(
+            await client.call_tool("what_if", {"request": {"workload": spec, "top": 100}})
+        )
+    assert answer["feasible"] == []
+    reasons = " ".join(option["reason"] for option in answer["infeasible"])
+    assert "a cascade of" in reasons
+
+
 # -- isolation --------------------------------------------------------------------------
 
 

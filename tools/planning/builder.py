@@ -28,7 +28,7 @@ from knowledge_base.records import PlanOption, ResourceEstimate
 from knowledge_base.workload import DNNTraining, WorkloadSpec
 from tools.actuators.model import JobRequest
 from tools.actuators.policy import violations
-from tools.planning.cascade import Segment, split_run
+from tools.planning.cascade import Segment, cascade_length, split_run
 from tools.planning.cost import DollarRates, chain_charge, dollars
 from tools.planning.estimation import Candidate
 from tools.planning.queue import Availability, QueueModel
@@ -171,27 +171,29 @@ def _segments(
             "checkpoint (workload.checkpointable)",
             total_s / max_s - 1,
         )
-    segments = split_run(
-        total_s,
-        max_walltime_s=max_s,
-        overhead_s=config.checkpoint_overhead_s,
-        min_walltime_s=partition.min_minutes * 60,
-    )
-    if segments is None:
+    count = cascade_length(total_s, max_walltime_s=max_s, overhead_s=config.checkpoint_overhead_s)
+    if count is None:
         return infeasible(
             candidate,
             "walltime",
             f"{candidate.where}'s {partition.max_minutes} min limit leaves no time for work "
             f"after the {config.checkpoint_overhead_s // 60} min restart overhead of a cascade",
         )
-    if len(segments) > config.max_segments:
+    if count > config.max_segments:
         return infeasible(
             candidate,
             "walltime",
-            f"needs {_hours(total_s)}: a cascade of {len(segments)} jobs through "
+            f"needs {_hours(total_s)}: a cascade of {count} jobs through "
             f"{candidate.where}'s {_hours(max_s)} limit (more than {config.max_segments})",
-            len(segments) / config.max_segments - 1,
+            count / config.max_segments - 1,
         )
+    segments = split_run(
+        total_s,
+        max_walltime_s=max_s,
+        overhead_s=config.checkpoint_overhead_s,
+        min_walltime_s=partition.min_minutes * 60,
+    )
+    assert segments is not None  # cascade_length said the run splits
     return segments
 
 

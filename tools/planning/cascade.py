@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Segment", "split_run"]
+__all__ = ["Segment", "cascade_length", "split_run"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +28,21 @@ def _minutes(seconds: int) -> int:
     return math.ceil(seconds / 60) * 60
 
 
+def cascade_length(run_s: int, *, max_walltime_s: int, overhead_s: int) -> int | None:
+    """How many jobs ``split_run`` would make, without making them (the count can be huge).
+
+    1 when the run fits; None when a segment leaves no time for work after the overhead.
+    """
+    if run_s <= 0:
+        raise ValueError(f"run_s must be positive, got {run_s}")
+    if run_s <= max_walltime_s:
+        return 1
+    usable_s = max_walltime_s - overhead_s
+    if usable_s <= 0:
+        return None
+    return math.ceil(run_s / usable_s)
+
+
 def split_run(
     run_s: int, *, max_walltime_s: int, overhead_s: int, min_walltime_s: int = 60
 ) -> list[Segment] | None:
@@ -36,15 +51,12 @@ def split_run(
     One segment (no overhead) when the run fits; None when a segment of at most
     ``max_walltime_s`` leaves no time for work after the overhead.
     """
-    if run_s <= 0:
-        raise ValueError(f"run_s must be positive, got {run_s}")
+    count = cascade_length(run_s, max_walltime_s=max_walltime_s, overhead_s=overhead_s)
     floor_s = max(min_walltime_s, 60)
-    if run_s <= max_walltime_s:
-        return [Segment(run_s, min(max(_minutes(run_s), floor_s), max_walltime_s))]
-    usable_s = max_walltime_s - overhead_s
-    if usable_s <= 0:
+    if count is None:
         return None
-    count = math.ceil(run_s / usable_s)
+    if count == 1:
+        return [Segment(run_s, min(max(_minutes(run_s), floor_s), max_walltime_s))]
     base, extra = divmod(run_s, count)
     segments = []
     for index in range(count):

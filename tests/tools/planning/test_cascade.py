@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools.planning.cascade import Segment, split_run
+from tools.planning.cascade import Segment, cascade_length, split_run
 
 
 def test_a_run_that_fits_is_one_job_without_restart_overhead() -> None:
@@ -24,6 +24,13 @@ def test_a_limit_shorter_than_the_overhead_leaves_no_cascade() -> None:
     assert split_run(7200, max_walltime_s=60, overhead_s=300) is None
 
 
+def test_the_length_of_an_absurd_cascade_is_counted_without_building_it() -> None:
+    # 10^12 samples of ResNet-50 once made a list of billions of segments (#9's fuzz OOM).
+    assert cascade_length(10**15, max_walltime_s=3600, overhead_s=300) == 303_030_303_031
+    assert cascade_length(3000, max_walltime_s=3600, overhead_s=300) == 1
+    assert cascade_length(7200, max_walltime_s=60, overhead_s=300) is None
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     run_s=st.integers(1, 60 * 86400),
@@ -39,6 +46,8 @@ def test_segments_fit_and_add_up(
     segments = split_run(
         run_s, max_walltime_s=max_walltime_s, overhead_s=overhead_s, min_walltime_s=min_walltime_s
     )
+    count = cascade_length(run_s, max_walltime_s=max_walltime_s, overhead_s=overhead_s)
+    assert count == (None if segments is None else len(segments))
     if segments is None:
         assert run_s > max_walltime_s and overhead_s >= max_walltime_s
         return
