@@ -109,10 +109,12 @@ class DNNTraining(_Model):
     )
     dataset_samples: int = Field(gt=0, description="Training samples per epoch")
     input_shape: list[int] = Field(
-        default_factory=list, description="One sample's shape, e.g. [3, 224, 224]"
+        default_factory=list, max_length=8, description="One sample's shape, e.g. [3, 224, 224]"
     )
     epochs: int = Field(gt=0)
-    batch_sizes: list[int] = Field(min_length=1, description="Candidate batch sizes to plan over")
+    batch_sizes: list[int] = Field(
+        min_length=1, max_length=64, description="Candidate batch sizes to plan over"
+    )
     precision: Precision = Precision.FP32
     checkpointable: bool = Field(
         default=False, description="Can stop and resume from a checkpoint (enables cascades)"
