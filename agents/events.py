@@ -578,6 +578,10 @@ class EstimatorDecision(Payload):
     candidate_error: float | None = Field(default=None, ge=0, description="On held-out jobs")
     incumbent_error: float | None = Field(default=None, ge=0, description="On the same jobs")
     jobs: int = Field(default=0, ge=0, description="Finished jobs the numbers come from")
+    metric: str = Field(
+        default="mape",
+        description="What the errors measure: 'log' (mean |ln(predicted/actual)|) or 'mape'",
+    )
 
 
 @register_event("estimator.promoted")

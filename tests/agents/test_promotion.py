@@ -198,3 +198,84 @@ def test_judge_promotes_only_a_candidate_better_on_held_out_data(
         assert candidate < incumbent
     if candidate >= incumbent:
         assert not verdict.promote
+
+
+# -- the history estimator as the candidate, on a real trace ---------------------------------
+
+SDSC = "SDSC-SP2-1998-4.2-cln.swf.gz"
+
+
+def sdsc_jobs(shared_data: Path, count: int = 400) -> list[JobRecord]:
+    """``count`` finished jobs of SDSC-SP2 (from its 5,000th), moved so the last ended a day
+    ago: Model Promotion looks at the last 30 days of history."""
+    from agents.promotion import usable
+    from tools.traces import read_swf
+
+    header, jobs, _ = read_swf(shared_data / "traces" / SDSC)
+    records = [j.to_job_record(header, system="testcluster") for j in jobs[5000 : 5000 + 3 * count]]
+    records = sorted((r for r in records if usable(r)), key=lambda r: r.end_time or r.submit_time)
+    records = records[:count]
+    assert records[-1].end_time is not None
+    offset = datetime.now(UTC) - timedelta(days=1) - records[-1].end_time
+    return [
+        r.model_copy(
+            update={
+                "submit_time": r.submit_time + offset,
+                "start_time": r.start_time + offset if r.start_time else None,
+                "end_time": r.end_time + offset if r.end_time else None,
+            }
+        )
+        for r in records
+    ]
+
+
+async def test_on_a_real_trace_the_history_estimator_beats_its_challenger_and_serves_at_once(
+    center: MiniCenter, tmp_path: Path, shared_data: Path
+) -> None:
+    """SDSC-SP2's jobs have users who repeat themselves: what the history estimator reads."""
+    from agents.estimation import ResourceEstimation
+    from agents.events import EstimateReady, EstimateRequested
+    from agents.promotion import HistoryRuntime, log_error
+    from knowledge_base.workload import GenericJob, WorkloadSpec
+
+    jobs = sdsc_jobs(shared_data)
+    await center.kb.add_jobs(jobs)
+    estimation = ResourceEstimation(center.kb)
+    await center.start(estimation)
+    await center.start(ModelPromotion(center.kb, tmp_path / "estimators"))
+    spec = WorkloadSpec(
+        name="md", user="u", workload=GenericJob(application="7", cores=2, walltime_s=3600)
+    )
+    await center.publish(EstimateRequested(plan_id="before", spec=spec), "before")
+    await center.publish(
+        EstimatorRetrainRequested(target=RUNTIME_TARGET, reason="first model"), "estimators"
+    )
+    await center.settle(timeout_s=60)
+    await center.publish(EstimateRequested(plan_id="after", spec=spec), "after")
+    await center.settle(timeout_s=60)
+
+    [decision] = await center.recorder.of(EstimatorDecision)
+    assert decision.decision == "promoted" and decision.metric == "log"
+    serving = await center.kb.promoted_estimator(RUNTIME_TARGET)
+    assert serving is not None and serving.kind == "history-runtime"
+    assert serving.id == decision.candidate_id and serving.training_rows == 280
+    assert "log_error" in serving.validation and "mape" in serving.validation
+    # The challenger was shadow-tested on the same 120 jobs, lost, and is on record.
+    [challenger] = [
+        e
+        for e in await center.kb.list_estimators(target=RUNTIME_TARGET)
+        if e.kind == "loglinear-runtime"
+    ]
+    assert challenger.status is EstimatorStatus.RETIRED and "lost to" in challenger.notes
+    assert serving.validation["log_error"] < challenger.validation["log_error"]
+    # Resource Estimation served it from the next request, without a restart.
+    answers = {r.plan_id: r for r in await center.recorder.of(EstimateReady)}
+    assert all(e.estimator_id != serving.id for e in answers["before"].estimates)
+    assert answers["after"].estimates[0].estimator_id == serving.id
+    # The artifact is settings and jobs (no pickle): loading it replays them into the same
+    # model, which predicts what the trained one did.
+    loaded = load_runtime_model(serving)
+    assert isinstance(loaded, HistoryRuntime)
+    holdout = jobs[-120:]
+    again = log_error(load_runtime_model(serving), holdout)
+    assert again == pytest.approx(log_error(loaded, holdout))
