@@ -2,7 +2,7 @@
 of time per training iteration and peak memory, on seen and unseen model families, with
 all and with 20% of the training data; plus the cross-hardware result on Gavel's GPUs.
 
-    python benchmarks/estimators.py                      # the table (about 20-40 min)
+    python benchmarks/estimators.py                      # the table (about 5 min on 2 cores)
     python benchmarks/estimators.py --json out.json      # and every figure as JSON
     python benchmarks/estimators.py --quick              # a smoke run (few epochs)
 
@@ -37,8 +37,10 @@ import os
 import platform
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from anywhere
@@ -118,6 +120,19 @@ def _scores(
     return table
 
 
+def _time_by_group(
+    pieces: list[tuple[list[Example], dict[str, dict[str, np.ndarray]]]], kind: str
+) -> dict[str, float]:
+    """Time MAPE of ``kind`` per time basis and thread count (where the error sits)."""
+    groups = np.concatenate([[f"{e.time_basis}/t{e.threads}" for e in test] for test, _ in pieces])
+    p50 = np.concatenate([pred["iteration_s"][kind][:, 1] for _, pred in pieces])
+    truth = np.concatenate([_truth(test, "iteration_s") for test, _ in pieces])
+    return {
+        group: float(np.mean(np.abs(p50 - truth)[groups == group] / truth[groups == group]) * 100)
+        for group in sorted(set(groups.tolist()))
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=None)
@@ -134,10 +149,13 @@ def main() -> None:
     epochs = 5 if args.quick else args.gnn_epochs
     began = time.monotonic()
 
-    examples = load_examples(args.dataset or default_dataset_path())
+    source = args.dataset or default_dataset_path()
+    examples = load_examples(source)
+    ok_rows = len(load_examples(source, include_wall=True))
     store = GraphStore(args.graphs.expanduser())
     store.build(examples, workers=args.workers)
     floor = noise_floor(examples)
+    floor_by_threads = {t: noise_floor([e for e in examples if e.threads == t]) for t in (1, 2)}
 
     rest, test = split_validation(examples, 0.2, seed=0)
     results: dict[str, object] = {}
@@ -161,13 +179,18 @@ def main() -> None:
     for families, label, pieces in settings:
         table = _scores(pieces)
         chosen = {t: sorted({str(p["_selected"][t][0]) for _, p in pieces}) for t in TARGETS}
-        results[f"{families}/{label}"] = {"scores": table, "selected": chosen}
+        by_group = {kind: _time_by_group(pieces, kind) for kind in (*KINDS, "selected")}
+        results[f"{families}/{label}"] = {
+            "scores": table,
+            "selected": chosen,
+            "time_mape_by_group": by_group,
+        }
         for kind, by_target in table.items():
             rows.append(
                 (kind, families, label, by_target["iteration_s"], by_target["peak_memory_mb"])
             )
 
-    gpu = {}
+    gpu: dict[str, dict[str, Any]] = {}
     points = load_gpu_points(args.shared_data) if args.shared_data.exists() else []
     for train_gpus in (["k80", "p100"], ["k80", "p100", "t4"]):
         if points:
@@ -180,18 +203,27 @@ def main() -> None:
     def frac(value: float | None) -> str:
         return "-" if value is None else f"{value:4.2f}"
 
+    bases = Counter(f"{e.time_basis}/t{e.threads}" for e in examples)
     print(
-        f"# DNN estimators on {len(examples)} profiles ({len({e.config_key for e in examples})} "
-        f"configurations, {len({e.family for e in examples})} families), "
+        f"# DNN estimators on {len(examples)} of the {ok_rows} ok profiles in {source.name} "
+        f"({len({e.config_key for e in examples})} configurations, "
+        f"{len({e.family for e in examples})} families; time basis/threads: "
+        f"{', '.join(f'{k} {v}' for k, v in sorted(bases.items()))}; "
+        f"{ok_rows - len(examples)} two-thread rows with only a contended wall time left out), "
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"GNN epochs {epochs}"
     )
     print(
         f"noise floor: {int(floor['repeated_configs'])} repeated configurations; "
-        f"time {floor['time_mape_pct']:.2f}% , memory {floor['memory_mape_pct']:.2f}% "
-        f"(mean |x - mean| / mean); within-run spread of the timed steps, median "
-        f"{floor['within_run_spread_pct']:.2f}% (max - min over median)"
+        f"time {floor['time_mape_pct']:.2f}% (raw wall time {floor['wall_time_mape_pct']:.2f}%), "
+        f"memory {floor['memory_mape_pct']:.2f}% (mean |x - mean| / mean); within-run spread "
+        f"of the timed steps, median {floor['within_run_spread_pct']:.2f}% (max - min over median)"
     )
+    for threads, by in floor_by_threads.items():
+        print(
+            f"noise floor, {threads} thread(s): {int(by['repeated_configs'])} repeated "
+            f"configurations; time {by['time_mape_pct']:.2f}%, memory {by['memory_mape_pct']:.2f}%"
+        )
     print()
     print(
         "| estimator | families | train data | time MAPE % | time under | time p10-p90 cov "
@@ -207,20 +239,33 @@ def main() -> None:
     for key, value in results.items():
         assert isinstance(value, dict)
         print(f"selected by HARP's rule on validation, {key}: {value['selected']}")
-    print()
-    for name, result in gpu.items():
-        test_scores = result["test"]
-        figures = ", ".join(f"{k} {v['mape']:.1f}%" for k, v in test_scores.items())
+        groups = value["time_mape_by_group"]
+        assert isinstance(groups, dict)
         print(
-            f"cross-hardware: train {name}, predict V100 ({result['rows_test']} points): "
+            f"  time MAPE % by time basis/threads, {key}: "
+            + "; ".join(
+                f"{kind} " + ", ".join(f"{g} {v:.1f}" for g, v in by.items())
+                for kind, by in groups.items()
+            )
+        )
+    print()
+    for name, outcome in gpu.items():
+        figures = ", ".join(
+            f"{k} {v['mape']:.1f}% (under {v['under_rate']:.2f})"
+            for k, v in outcome["test"].items()
+        )
+        print(
+            f"cross-hardware: train {name}, predict V100 ({outcome['rows_test']} points): "
             f"{figures}; selected on leave-one-GPU-out among the training GPUs: "
-            f"{result['selected']}"
+            f"{outcome['selected']}"
         )
     print(f"\nelapsed {time.monotonic() - began:.0f} s")
     if args.json is not None:
         payload = {
             "examples": len(examples),
+            "ok_rows": ok_rows,
             "noise_floor": floor,
+            "noise_floor_by_threads": floor_by_threads,
             "settings": results,
             "cross_hardware": gpu,
             "gnn_epochs": epochs,
