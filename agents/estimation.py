@@ -30,7 +30,8 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -65,6 +66,9 @@ from tools.planning.estimation import Candidate, Estimator, NoEstimate, Workload
 from tools.planning.generic import GUESS_ID
 from tools.planning.whatif import default_estimators, enumerate_candidates
 
+if TYPE_CHECKING:  # xgboost is heavy: imported where a history estimator is trained
+    from tools.estimators.history import HistoryEstimator
+
 __all__ = [
     "PROFILE_FAMILY",
     "Annotate",
@@ -93,6 +97,12 @@ class EstimationConfig(BaseModel):
     max_estimates: int = Field(default=2000, ge=1, description="Most options in one answer")
     history_min_jobs: int = Field(default=1000, ge=1, description="To train a history estimator")
     history_jobs: int = Field(default=50_000, ge=1)
+    history_retrain_growth: float = Field(
+        default=0.1,
+        ge=0,
+        description="Retrain a system's history estimator once the jobs submitted since its "
+        "training reach this fraction of what it trained on (0: whenever one is new)",
+    )
 
 
 # -- the estimator built from a workload's own profiles ------------------------------------
@@ -225,6 +235,13 @@ class Annotate(Action):
     estimate: ResourceEstimate
 
 
+@dataclass(frozen=True)
+class _TrainedHistory:
+    jobs: int  # how many records it trained on
+    latest: datetime  # the latest submit time among them
+    estimator: HistoryEstimator
+
+
 class ResourceEstimation(Agent[EstimationObservation]):
     """Answers estimate requests and annotates submitted jobs with their predictions."""
 
@@ -236,7 +253,7 @@ class ResourceEstimation(Agent[EstimationObservation]):
         self.config = config or EstimationConfig()
         self._registry: RegistryRuntimeEstimator | None = None
         self._registry_loaded = False
-        self._history: dict[str, tuple[int, Estimator]] = {}
+        self._history: dict[str, _TrainedHistory] = {}
 
     async def _registry_estimators(self) -> list[Estimator]:
         if not self._registry_loaded:
@@ -254,28 +271,51 @@ class ResourceEstimation(Agent[EstimationObservation]):
         """History estimators for generic jobs (trained per system, cached by job count)."""
         if not isinstance(spec.workload, GenericJob):
             return []
-        from datetime import UTC, datetime
+        from datetime import UTC
 
-        from tools.planning.generic import HistoryRuntimeEstimator, train_history
+        from tools.planning.generic import HistoryRuntimeEstimator
 
         found: list[Estimator] = []
         for system in spec.goals.systems or catalog.names():
-            records = await self.kb.query_jobs(
-                JobQuery(system=system, limit=self.config.history_jobs)
-            )
-            if len(records) < self.config.history_min_jobs:
-                continue
-            cached = self._history.get(system)
-            if cached is None or cached[0] != len(records):
-                trained = await asyncio.to_thread(train_history, records)
-                if trained is None:
-                    continue
-                estimator = HistoryRuntimeEstimator(
-                    system, trained, user=spec.user, now_s=datetime.now(UTC).timestamp()
+            trained = await self._trained_history(system)
+            if trained is not None:
+                found.append(
+                    HistoryRuntimeEstimator(
+                        system,
+                        trained.estimator,
+                        user=spec.user,
+                        now_s=datetime.now(UTC).timestamp(),
+                    )
                 )
-                self._history[system] = cached = (len(records), estimator)
-            found.append(cached[1])
         return found
+
+    async def _trained_history(self, system: str) -> _TrainedHistory | None:
+        """The system's history estimator, retrained once enough new jobs arrived.
+
+        Retraining on every new job would cost a full training (tens of thousands of jobs)
+        per request at a busy center; instead only the jobs submitted since the last
+        training are counted, and a new model is trained when they reach
+        ``history_retrain_growth`` of what the last one learned from.
+        """
+        from tools.planning.generic import train_history
+
+        config = self.config
+        cached = self._history.get(system)
+        if cached is not None:
+            newer = await self.kb.query_jobs(
+                JobQuery(system=system, submitted_after=cached.latest, limit=config.history_jobs)
+            )
+            if len(newer) < max(1.0, config.history_retrain_growth * cached.jobs):
+                return cached
+        records = await self.kb.query_jobs(JobQuery(system=system, limit=config.history_jobs))
+        if len(records) < config.history_min_jobs:
+            return None
+        estimator = await asyncio.to_thread(train_history, records)
+        if estimator is None:
+            return cached
+        latest = max(record.submit_time for record in records)
+        self._history[system] = fresh = _TrainedHistory(len(records), latest, estimator)
+        return fresh
 
     async def chain(self, spec: WorkloadSpec, catalog: Catalog) -> list[Estimator]:
         chain: list[Estimator] = []

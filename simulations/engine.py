@@ -75,10 +75,18 @@ def _easy_shadow(
         ends[k] = _estimated_end(running[k], t, start, est, req)
     order = np.argsort(ends)
     available = free
-    for k in order:
+    for i in range(n_running):
+        k = order[i]
         available += procs[running[k]]
         if available >= head_procs:
-            return ends[k], available - head_procs
+            shadow = ends[k]
+            # every job ending at the shadow time frees its processors then (ties)
+            for later in range(i + 1, n_running):
+                other = order[later]
+                if ends[other] != shadow:
+                    break
+                available += procs[running[other]]
+            return shadow, available - head_procs
     return _INF, 0  # cannot happen for a job that fits the machine
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import tempfile
 from pathlib import Path
 
 import typer
@@ -9,10 +11,12 @@ from rich.table import Table
 
 from knowledge_base.errors import RightsizeError
 from rightsize.output import console, emit, fail
+from simulations.agents_loop import compare_with_agents
 from simulations.estimates import model_estimates
 from simulations.replay import Estimate, Policy, Schedule, replay
 from simulations.report import write_report
 from simulations.workload import load_swf
+from tools.actuators.simulated import ClusterPolicy
 
 POLICIES: tuple[Policy, ...] = ("fcfs", "easy", "conservative")
 ESTIMATES: tuple[Estimate, ...] = ("user", "last2", "model")
@@ -30,14 +34,34 @@ def simulate_command(
     ),
     procs: int | None = typer.Option(None, "--procs", help="Machine size (default: header)"),
     report: Path | None = typer.Option(None, "--report", help="Write PNG plots + index.html"),
+    agents: bool = typer.Option(
+        False,
+        "--agents",
+        help="Also run the production agents in the loop on a window of the trace and "
+        "compare them with the plain policy on the same jobs",
+    ),
+    agents_jobs: int = typer.Option(
+        300, "--agents-jobs", help="With --agents: how many jobs the window holds"
+    ),
+    agents_history: int = typer.Option(
+        3000,
+        "--agents-history",
+        help="With --agents: the jobs before the window, the center's history when it opens",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    """Replay a whole trace; one run per policy x estimate."""
+    """Replay a whole trace; one run per policy x estimate (or, with --agents, a window of
+    it with and without the agents)."""
     for name, value, allowed in [("policy", p, POLICIES) for p in policy] + [
         ("estimate", e, ESTIMATES) for e in estimate
     ]:
         if value not in allowed:
             fail(RightsizeError(f"--{name}: {value!r} is not one of {', '.join(allowed)}"), as_json)
+    if agents:
+        _simulate_with_agents(
+            trace, policy, estimate, procs, agents_jobs, agents_history, report, as_json
+        )
+        return
     try:
         workload = load_swf(trace, procs=procs)
         predicted = model_estimates(trace, workload) if "model" in estimate else None
@@ -93,3 +117,69 @@ def simulate_command(
         emit(results[0], as_json, render)
     else:
         emit({"runs": [r.model_dump(mode="json") for r in results]}, as_json, render)
+
+
+def _simulate_with_agents(
+    trace: Path,
+    policy: list[str],
+    estimate: list[str],
+    procs: int | None,
+    jobs: int,
+    history: int,
+    report: Path | None,
+    as_json: bool,
+) -> None:
+    for flag, values, alone in (
+        ("--policy", policy, ("fcfs", "easy")),
+        ("--estimate", estimate, ("user",)),
+    ):
+        if len(values) != 1 or values[0] not in alone:
+            fail(
+                RightsizeError(
+                    f"{flag}: with --agents give one of {', '.join(alone)} "
+                    f"(the agents replace the estimate; got {' '.join(values)})"
+                ),
+                as_json,
+            )
+    if report is not None:
+        fail(RightsizeError("--report: not available with --agents"), as_json)
+    chosen: ClusterPolicy = "easy" if policy[0] == "easy" else "fcfs"
+    try:
+        workload = load_swf(trace, procs=procs)
+        with tempfile.TemporaryDirectory(prefix="rightsize-agents-") as home:
+            comparison = asyncio.run(
+                compare_with_agents(
+                    workload, policy=chosen, jobs=jobs, history_jobs=history, home=Path(home)
+                )
+            )
+    except RightsizeError as error:
+        fail(error, as_json)
+
+    def render() -> None:
+        c = comparison
+        table = Table(
+            title=f"{c.trace}: jobs {c.history_jobs + 1}-{c.history_jobs + c.window_jobs} "
+            f"({c.window_jobs:,}) on the simulated cluster, {c.policy}, "
+            f"{c.history_jobs:,} earlier jobs as history"
+        )
+        for column in ("run", "mean wait", "p90 wait", "mean bsld", "killed", "resubmitted"):
+            table.add_column(column, justify="right")
+        table.add_column("request / run (median)", justify="right")
+        for name, r in (("plain (user requests)", c.plain), ("agents", c.agents)):
+            table.add_row(
+                name,
+                f"{r.mean_wait_s / 3600:.2f} h",
+                f"{r.p90_wait_s / 3600:.2f} h",
+                f"{r.mean_bsld:.2f}",
+                f"{r.killed:,}",
+                f"{r.resubmissions:,}",
+                f"{c.request_over_run['user' if r is c.plain else 'agents']:.2f}",
+            )
+        console.print(table)
+        console.print(
+            f"estimators: {c.estimators}; plans: {c.plans}; "
+            f"no plan fit (ran as the user asked): {c.unplanned}; "
+            f"agents run took {c.agents.seconds:.0f} s"
+        )
+
+    emit(comparison, as_json, render)

@@ -2,7 +2,9 @@
 
 Used by simulations, by tests, and by the embedded default when no SLURM answers. It is
 deliberately simple: one pool of identical nodes, first-come first-served (the head of
-the queue blocks the rest; scheduling policies live in ``simulations/``). A job behaves
+the queue blocks the rest) or, with ``policy="easy"``, EASY backfilling (a later job may
+start early if, by the requested walltimes, it does not delay the head's reservation; the
+trace simulator in ``simulations/`` has the fast versions of these and more). A job behaves
 as its ``JobRequest.simulated`` says: it runs ``run_s``, is killed at its walltime
 (TIMEOUT), is killed for memory when its peak exceeds its request (OUT_OF_MEMORY, after
 a tenth of its run, when training jobs typically reach their peak), and fails with a
@@ -20,14 +22,16 @@ import itertools
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Literal, Protocol
 
 from knowledge_base.catalog import System
 from knowledge_base.records import JobRecord, JobState
 from tools.actuators.base import Executor
 from tools.actuators.model import JobNotFound, JobRequest, JobStatus, QueueEntry, RequestRejected
 
-__all__ = ["Clock", "ManualClock", "SimulatedCluster", "WallClock"]
+__all__ = ["Clock", "ClusterPolicy", "ManualClock", "SimulatedCluster", "WallClock"]
+
+ClusterPolicy = Literal["fcfs", "easy"]
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -113,8 +117,11 @@ class SimulatedCluster(Executor):
         gpus_per_node: int = 0,
         clock: Clock | None = None,
         system: System | None = None,
+        policy: ClusterPolicy = "fcfs",
     ) -> None:
         super().__init__(system)
+        if policy not in ("fcfs", "easy"):
+            raise ValueError(f"policy must be 'fcfs' or 'easy', got {policy!r}")
         if nodes < 1 or cores_per_node < 1 or memory_mb_per_node < 1:
             raise ValueError(
                 f"a cluster needs nodes, cores and memory: got nodes={nodes}, "
@@ -124,9 +131,11 @@ class SimulatedCluster(Executor):
         self.cores_per_node = cores_per_node
         self.memory_mb_per_node = memory_mb_per_node
         self.gpus_per_node = gpus_per_node
+        self.policy = policy
         self.clock: Clock = clock or ManualClock()
         self._jobs: dict[str, _Job] = {}
         self._queue: list[str] = []
+        self._running: set[str] = set()
         self._free_nodes = set(range(nodes))
         self._ids = itertools.count(1)
         self._caught_up_to = self.clock.now()
@@ -138,29 +147,81 @@ class SimulatedCluster(Executor):
         now = self.clock.now()
         self._schedule(self._caught_up_to)
         while True:
-            running = [j for j in self._jobs.values() if j.state is JobState.RUNNING]
-            ending = [(j.end, j.job_id) for j in running if j.end is not None and j.end <= now]
+            ending = [
+                (end, job_id)
+                for job_id in self._running
+                if (end := self._jobs[job_id].end) is not None and end <= now
+            ]
             if not ending:
                 break
-            at, job_id = min(ending)
-            job = self._jobs[job_id]
-            job.state = job.outcome
-            self._free_nodes.update(job.nodes)
-            assert at is not None
+            at = min(end for end, _ in ending)
+            for end, job_id in ending:  # every job ending then frees its nodes, then schedule
+                if end == at:
+                    job = self._jobs[job_id]
+                    job.state = job.outcome
+                    self._running.discard(job_id)
+                    self._free_nodes.update(job.nodes)
             self._schedule(at)
         self._caught_up_to = now
+
+    def next_event(self) -> datetime | None:
+        """When the next running job ends (None when nothing runs): where a driver of a
+        manual clock should stop next to see every end at its time."""
+        self._catch_up()
+        ends = [end for job_id in self._running if (end := self._jobs[job_id].end) is not None]
+        return min(ends, default=None)
+
+    def _start(self, job: _Job, at: datetime) -> None:
+        job.nodes = sorted(self._free_nodes)[: job.request.nodes]
+        self._free_nodes.difference_update(job.nodes)
+        job.state = JobState.RUNNING
+        job.start = at
+        job.end, job.outcome, job.exit_code, job.reason = job.planned_end()
+        self._running.add(job.job_id)
 
     def _schedule(self, at: datetime) -> None:
         while self._queue:
             head = self._jobs[self._queue[0]]
             if head.request.nodes > len(self._free_nodes):
-                return  # FCFS: the head waits, and so does everyone behind it
+                break  # FCFS: the head waits, and so does everyone behind it
             self._queue.pop(0)
-            head.nodes = sorted(self._free_nodes)[: head.request.nodes]
-            self._free_nodes.difference_update(head.nodes)
-            head.state = JobState.RUNNING
-            head.start = at
-            head.end, head.outcome, head.exit_code, head.reason = head.planned_end()
+            self._start(head, at)
+        if self.policy == "easy" and len(self._queue) > 1:
+            self._backfill(at)
+
+    def _backfill(self, at: datetime) -> None:
+        """EASY: start later jobs that fit now without delaying the head's reservation."""
+        head = self._jobs[self._queue[0]]
+        ends = sorted(
+            (job.start + timedelta(seconds=job.request.walltime_s), len(job.nodes))
+            for job in (self._jobs[job_id] for job_id in self._running)
+            if job.start is not None
+        )
+        available = len(self._free_nodes)
+        shadow = None
+        for end, nodes in ends:
+            if shadow is not None and end > shadow:
+                break
+            available += nodes  # every job ending at the shadow time frees its nodes then
+            if shadow is None and available >= head.request.nodes:
+                shadow = end
+        if shadow is None:
+            return  # cannot happen for a job that fits the cluster
+        extra = available - head.request.nodes
+        for job_id in list(self._queue[1:]):
+            if not self._free_nodes:
+                return
+            job = self._jobs[job_id]
+            nodes = job.request.nodes
+            if nodes > len(self._free_nodes):
+                continue
+            ends_by_shadow = at + timedelta(seconds=job.request.walltime_s) <= shadow
+            if not ends_by_shadow and nodes > extra:
+                continue
+            if not ends_by_shadow:
+                extra -= nodes
+            self._queue.remove(job_id)
+            self._start(job, at)
 
     # -- the executor interface -----------------------------------------------------------
 
@@ -227,6 +288,7 @@ class SimulatedCluster(Executor):
             self._queue.remove(job_id)
         elif job.state is JobState.RUNNING:
             self._free_nodes.update(job.nodes)
+            self._running.discard(job_id)
         else:
             return
         job.state = JobState.CANCELLED

@@ -153,7 +153,7 @@ def _memory_request(
 
 
 def _segments(
-    candidate: Candidate, estimate: ResourceEstimate, ctx: BuildContext
+    candidate: Candidate, estimate: ResourceEstimate, ctx: BuildContext, notes: list[str]
 ) -> list[Segment] | Infeasible:
     partition = candidate.partition
     config = ctx.config
@@ -162,6 +162,14 @@ def _segments(
     max_s = partition.max_minutes * 60
     workload = ctx.spec.workload
     checkpointable = isinstance(workload, DNNTraining) and workload.checkpointable
+    if total_s > max_s and not checkpointable and estimate.runtime_s.point <= max_s:
+        # Only the safety margin is cut: run at the limit and say what that risks.
+        notes.append(
+            f"the upper estimate x {config.safety_factor:g} ({_hours(total_s)}) is over "
+            f"{candidate.where}'s {_hours(max_s)} limit: asks for the limit, so the job times "
+            f"out if it runs past it (the point estimate is {_hours(estimate.runtime_s.point)})"
+        )
+        return [Segment(max_s, max_s)]
     if total_s > max_s and not checkpointable:
         return infeasible(
             candidate,
@@ -277,7 +285,7 @@ def build_plan(
     memory = _memory_request(candidate, estimate, ctx.config)
     if isinstance(memory, Infeasible):
         return memory
-    segments = _segments(candidate, estimate, ctx)
+    segments = _segments(candidate, estimate, ctx, notes)
     if isinstance(segments, Infeasible):
         return segments
     limited = _jobs_per_user(candidate, ctx)

@@ -1,0 +1,131 @@
+"""Agents in the loop: the simulated cluster plays a trace exactly as the trace simulator
+does, and the production agents right-size a window of it end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from knowledge_base.errors import InvalidInputError
+from rightsize.cli import app
+from simulations.agents_loop import compare_with_agents, replay_plain, window
+from simulations.replay import replay
+from simulations.workload import load_swf
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def sdsc(shared_data: Path) -> object:
+    return load_swf(shared_data / "traces" / "SDSC-SP2-1998-4.2-cln.swf.gz")
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "easy"])
+@pytest.mark.parametrize("start", [0, 20_000])
+def test_the_simulated_cluster_schedules_a_trace_as_the_trace_simulator_does(
+    sdsc: object, policy: str, start: int
+) -> None:
+    # Two independent implementations of the same policy (the executor the agents act on,
+    # the compiled trace simulator) agree job for job, ties at the same second included.
+    jobs = window(sdsc, start, start + 1500)  # type: ignore[arg-type]
+    plain = asyncio.run(replay_plain(jobs, policy=policy))  # type: ignore[arg-type]
+    fast = replay(jobs, policy=policy, estimate="user")  # type: ignore[arg-type]
+    assert plain.mean_wait_s == pytest.approx(fast.result.mean_wait_s, abs=1e-9)
+    assert plain.mean_bsld == pytest.approx(fast.result.mean_bsld, abs=1e-9)
+    assert plain.killed == fast.result.killed
+
+
+def test_easy_backfills_on_the_simulated_cluster_only_what_does_not_delay_the_head() -> None:
+    # 4 processors: A (3 procs, 100 s) runs; B (4 procs) must wait for A; C (1 proc, 50 s)
+    # ends before A's walltime and backfills; D (1 proc, 500 s) would delay B and waits.
+    from simulations.workload import Workload
+
+    jobs = Workload(
+        name="hand",
+        machine_procs=4,
+        submit_s=np.array([0, 1, 2, 3]),
+        run_s=np.array([100, 10, 50, 500]),
+        req_s=np.array([100, 10, 50, 500]),
+        procs=np.array([3, 4, 1, 1]),
+        user=np.array([0, 1, 2, 3]),
+        job_ids=np.array([1, 2, 3, 4]),
+    )
+    plain = asyncio.run(replay_plain(jobs, policy="easy"))
+    fast = replay(jobs, policy="easy", estimate="user")
+    assert list(fast.start_s) == [0, 100, 2, 110]
+    assert plain.mean_wait_s == pytest.approx(float(np.mean(fast.start_s - jobs.submit_s)))
+    assert plain.mean_wait_s == pytest.approx((0 + 99 + 0 + 107) / 4)
+
+
+def test_agents_right_size_a_window_and_every_job_runs(sdsc: object, tmp_path: Path) -> None:
+    comparison = asyncio.run(
+        compare_with_agents(
+            sdsc,  # type: ignore[arg-type]
+            policy="easy",
+            jobs=40,
+            history_jobs=1500,
+            home=tmp_path,
+        )
+    )
+    assert comparison.window_jobs == comparison.plain.jobs == comparison.agents.jobs == 40
+    # the history estimator (trained on the 1,500 earlier jobs) sized every plan
+    assert sum(comparison.estimators.values()) == 40 - comparison.unplanned
+    assert all(name.startswith("history-trace") for name in comparison.estimators)
+    assert sum(comparison.plans.values()) == 40
+    # a job the agents let die is one whose plan they concluded as failed (or ran unplanned)
+    failed = comparison.plans.get("failed", 0)
+    assert comparison.agents.killed <= failed + comparison.unplanned
+    assert set(comparison.plans) <= {"completed", "failed"}
+    assert comparison.request_over_run["agents"] > 0
+    assert comparison.agents.mean_bsld >= 1 and comparison.plain.mean_bsld >= 1
+
+
+def test_bad_windows_and_policies_are_refused(sdsc: object, tmp_path: Path) -> None:
+    for kwargs, field in (
+        ({"policy": "conservative", "jobs": 10, "history_jobs": 0}, "policy"),
+        ({"policy": "easy", "jobs": 0, "history_jobs": 0}, "agents_jobs"),
+        ({"policy": "easy", "jobs": 10, "history_jobs": -1}, "agents_history"),
+        ({"policy": "easy", "jobs": 10, "history_jobs": 10**7}, "window"),
+    ):
+        with pytest.raises(InvalidInputError) as caught:
+            asyncio.run(compare_with_agents(sdsc, home=tmp_path, **kwargs))  # type: ignore[arg-type]
+        assert caught.value.field == field
+
+
+def test_cli_reports_both_columns(shared_data: Path) -> None:
+    trace = shared_data / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz"
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(trace),
+            "--agents",
+            "--agents-jobs",
+            "15",
+            "--agents-history",
+            "1200",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    for column in ("plain", "agents"):
+        assert data[column]["jobs"] == 15
+        for key in ("mean_wait_s", "mean_bsld", "killed", "utilization", "resubmissions"):
+            assert key in data[column]
+    assert data["history_jobs"] == 1200
+
+
+def test_cli_refuses_a_policy_the_cluster_does_not_run(shared_data: Path) -> None:
+    trace = shared_data / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz"
+    result = runner.invoke(
+        app, ["simulate", "--trace", str(trace), "--agents", "--policy", "conservative"]
+    )
+    assert result.exit_code == 2
+    assert "--policy" in result.output
