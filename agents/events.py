@@ -43,6 +43,7 @@ from pydantic import (
 
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import (
+    CascadeSegment,
     Interval,
     JobRecord,
     JobState,
@@ -77,6 +78,7 @@ __all__ = [
     "PlanFinished",
     "PlanOptionsReady",
     "PlanReady",
+    "PlanReplanDecided",
     "PlanReplanRequested",
     "PlanRequested",
     "Ponged",
@@ -508,6 +510,45 @@ class PlanReplanRequested(Payload):
         default=None, gt=0, description="The whole run at the observed pace"
     )
     job_id: str | None = None
+    # What the Intelligence Plane needs to judge the job that diverged (optional: older
+    # producers did not send them).
+    segment_index: int | None = Field(default=None, ge=0, description="The job's segment")
+    done_fraction: float | None = Field(
+        default=None, ge=0, le=1, description="Share of the workload done at its last line"
+    )
+    job_elapsed_s: float | None = Field(default=None, ge=0, description="Since the job started")
+    job_walltime_s: int | None = Field(default=None, ge=1, description="The job's own limit")
+    checkpointable: bool | None = Field(
+        default=None, description="Whether a new job resumes where this one is"
+    )
+
+
+@register_event("plan.replan_decided")
+class PlanReplanDecided(Payload):
+    """The Intelligence Plane's answer to a re-plan request; the Scheduler carries it out.
+
+    ``keep``: nothing changes (the reason says why). ``extend``: from segment
+    ``start_index`` on, jobs ask for ``option`` (partition, walltime, memory) in the
+    ``segments`` given, at the next segment boundary; the running job is left alone.
+    ``resubmit``: cancel the running job ``job_id`` now and submit segment
+    ``start_index`` with ``option`` (from its checkpoint when the workload has one, from
+    the start otherwise). ``stop``: cancel it and end the plan with the reason.
+    Idempotent by (plan id, revision): a revision is applied once.
+    """
+
+    plan_id: str = Field(min_length=1)
+    revision: int = Field(ge=1, description="1 for the plan's first re-plan, and so on")
+    action: Literal["keep", "extend", "resubmit", "stop"]
+    reason: str = Field(min_length=1)
+    job_id: str | None = Field(default=None, description="The job whose progress diverged")
+    option: PlanOption | None = Field(default=None, description="What the next jobs ask for")
+    estimate: ResourceEstimate | None = Field(
+        default=None, description="The whole workload re-estimated at the observed pace"
+    )
+    start_index: int | None = Field(default=None, ge=0, description="First segment revised")
+    segments: list[CascadeSegment] = Field(
+        default_factory=list, description="Walltimes of the segments from start_index on"
+    )
 
 
 @register_event("plan.finished")
@@ -528,7 +569,15 @@ class ScheduleDecision(Payload):
 
     plan_id: str = Field(min_length=1)
     action: Literal[
-        "submit", "next_segment", "more_memory", "longer_walltime", "complete", "stop", "replan"
+        "submit",
+        "next_segment",
+        "more_memory",
+        "longer_walltime",
+        "complete",
+        "stop",
+        "replan",
+        "revise",
+        "resubmit",
     ]
     reason: str = Field(min_length=1)
     job_id: str | None = Field(default=None, description="The job the decision is about")

@@ -27,7 +27,12 @@ The rules, for a job that ended:
 - FAILED, CANCELLED, UNKNOWN: stop, saying what the batch system said.
 
 And for a running job's progress: a projected run past the estimate's upper bound by
-``divergence_factor`` asks for a re-plan (the Scheduler asks once per plan).
+``divergence_factor``, or a job that cannot checkpoint projected to outrun its own
+walltime, asks for a re-plan (the Scheduler asks once per job). The Intelligence Plane
+answers with a revision (``plan.replan_decided``), which ``revise`` applies to the
+ledger: new option and estimate, the planned segments from the revised one on, the job
+it replaces marked ``replanned`` (its end then decides nothing), and one line of the
+plan's re-plan history, which ``Plan.reason`` keeps after `` || `` to the plan's end.
 """
 
 from __future__ import annotations
@@ -37,9 +42,19 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from knowledge_base.records import CascadeSegment, Interval, JobState, Plan, PlanStatus
+from knowledge_base.records import (
+    CascadeSegment,
+    Interval,
+    JobState,
+    Plan,
+    PlanOption,
+    PlanStatus,
+    ResourceEstimate,
+)
 
 __all__ = [
+    "HISTORY_MARK",
+    "REPLANNED",
     "Finish",
     "JobEnd",
     "Limits",
@@ -54,11 +69,19 @@ __all__ = [
     "on_job_end",
     "on_progress",
     "planned_segments",
+    "replan_history",
+    "resubmission",
+    "revise",
     "submitted",
+    "with_history",
 ]
 
 _GB = 1024
-_TERMINAL = {"completed", "failed", "timeout", "out_of_memory", "cancelled", "unknown"}
+REPLANNED = "replanned"
+"""Ledger state of a job a re-plan cancelled (to resubmit, or to stop the plan)."""
+_TERMINAL = {"completed", "failed", "timeout", "out_of_memory", "cancelled", "unknown", REPLANNED}
+HISTORY_MARK = " || "
+"""Separates a plan's reason from its re-plan history lines in ``Plan.reason``."""
 
 
 class _Model(BaseModel):
@@ -384,11 +407,16 @@ def on_progress(
     fraction_at_start: float,
     fraction_now: float,
     policy: ReschedulePolicy | None = None,
+    job_elapsed_s: float | None = None,
+    job_walltime_s: int | None = None,
+    checkpointable: bool = True,
 ) -> Replan | None:
-    """Re-plan when this job's pace projects a run well past the estimate's upper bound.
+    """Re-plan when this job's pace projects a run well past the estimate's upper bound,
+    or, for a workload that cannot checkpoint, past the job's own walltime.
 
     ``elapsed_s`` is the time since this job's first progress line; the fractions are of
-    the whole workload, at that first line and now.
+    the whole workload, at that first line and now. ``job_elapsed_s`` is the time since
+    the job started (start-up included), ``job_walltime_s`` its limit.
     """
     policy = policy or ReschedulePolicy()
     gained = fraction_now - fraction_at_start
@@ -396,6 +424,17 @@ def on_progress(
     if gained < policy.min_fraction_for_divergence or too_early or fraction_now >= 1:
         return None
     projected_s = elapsed_s / gained
+    remaining = max(1e-6, 1 - fraction_now)
+    if not checkpointable and job_elapsed_s is not None and job_walltime_s is not None:
+        needs_s = job_elapsed_s + remaining * projected_s
+        if needs_s > job_walltime_s:
+            return Replan(
+                reason=f"at {fraction_now:.0%} after {_time(job_elapsed_s)} this job's pace "
+                f"projects {_time(needs_s)} for it, past its walltime of "
+                f"{_time(job_walltime_s)}; it cannot checkpoint, so a timeout loses the run",
+                remaining_fraction=remaining,
+                projected_run_s=projected_s,
+            )
     bound_s = expected_run_s.high * policy.divergence_factor
     if projected_s <= bound_s:
         return None
@@ -403,9 +442,95 @@ def on_progress(
         reason=f"at {fraction_now:.0%} after {_time(elapsed_s)} this job's pace projects "
         f"{_time(projected_s)} for the whole run; the estimate said at most "
         f"{_time(expected_run_s.high)} (re-plan past x{policy.divergence_factor:g})",
-        remaining_fraction=max(1e-6, 1 - fraction_now),
+        remaining_fraction=remaining,
         projected_run_s=projected_s,
     )
+
+
+# -- revisions (re-plans the Intelligence Plane decided) ----------------------------------
+
+
+def replan_history(reason: str) -> list[str]:
+    """The re-plan history lines a plan's reason carries (oldest first)."""
+    return reason.split(HISTORY_MARK)[1:]
+
+
+def with_history(reason: str, previous: str) -> str:
+    """``reason``, keeping the re-plan history of the reason it replaces."""
+    head = reason.split(HISTORY_MARK)[0]
+    return HISTORY_MARK.join([head, *replan_history(previous)])
+
+
+def resubmission(plan: Plan, job_id: str | None, checkpointable: bool) -> tuple[int, int] | None:
+    """(segment, attempt) of the job that replaces ``job_id``, if a re-plan may replace it.
+
+    It may while ``job_id`` is the plan's job in flight, or once a re-plan marked it
+    ``replanned`` (asked again, the same answer: the submission is found in the ledger).
+    A workload that checkpoints resumes in the next segment; one that cannot starts its
+    segment over as another attempt. None when ``job_id`` ended on its own (or is
+    unknown): the Re-scheduler's rules have taken its end in hand.
+    """
+    jobs = submitted(plan)
+    at = next((i for i, s in enumerate(jobs) if s.job_id == job_id), None)
+    if job_id is None or at is None:
+        return None
+    entry = jobs[at]
+    in_flight = at == len(jobs) - 1 and not is_terminal(entry.state)
+    if not in_flight and entry.state != REPLANNED:
+        return None
+    if checkpointable:
+        return entry.index + 1, 1
+    attempt = sum(1 for s in jobs[: at + 1] if s.index == entry.index)
+    return entry.index, attempt + 1
+
+
+def revise(
+    plan: Plan,
+    *,
+    revision: int,
+    line: str,
+    option: PlanOption | None = None,
+    estimate: ResourceEstimate | None = None,
+    start_index: int | None = None,
+    segments: list[CascadeSegment] | None = None,
+    replaced: str | None = None,
+) -> Plan | None:
+    """``plan`` with one revision applied (None: it was applied already).
+
+    The planned segments from ``start_index`` on become ``segments`` (renumbered from
+    there); ``option`` keeps the larger of the memories (an out-of-memory retry may have
+    raised it past the planner's); ``replaced`` is marked ``replanned`` in the ledger.
+    """
+    tag = f"re-plan {revision}:"
+    history = replan_history(plan.reason)
+    if any(h.startswith(tag) for h in history):
+        return None
+    update: dict[str, object] = {
+        "reason": HISTORY_MARK.join([plan.reason.split(HISTORY_MARK)[0], *history, f"{tag} {line}"])
+    }
+    if estimate is not None:
+        update["estimate"] = estimate
+    if option is not None:
+        memory = max(option.memory_mb, plan.option.memory_mb if plan.option else 0)
+        update["option"] = option.model_copy(update={"memory_mb": memory})
+    entries = list(plan.segments)
+    if start_index is not None and segments:
+        kept = [s for s in entries if not (_planned(s) and s.index >= start_index)]
+        fresh = [
+            CascadeSegment(index=start_index + i, walltime_s=s.walltime_s)
+            for i, s in enumerate(segments)
+        ]
+        planned = sorted([s for s in kept if _planned(s)] + fresh, key=lambda s: s.index)
+        entries = planned + [s for s in kept if not _planned(s)]
+    if replaced is not None:
+        entries = [
+            s.model_copy(update={"state": REPLANNED})
+            if s.job_id == replaced and not is_terminal(s.state)
+            else s
+            for s in entries
+        ]
+    update["segments"] = entries
+    return plan.model_copy(update=update)
 
 
 def is_terminal(state: str | None) -> bool:

@@ -5,7 +5,13 @@ run), the job events its own monitors publish (``job.state_changed``, ``job.prog
 ``job.finished``); decides with the pure rules of ``agents.rescheduler``; acts through the
 actuator (``tools.actuators``) and the knowledge base, publishing ``job.submitted``, a
 ``schedule.decision`` with the reason for every choice, ``plan.replan_requested`` when a
-job's progress diverges from the estimate, and ``plan.finished`` when a plan is over.
+job's progress diverges from the estimate, and ``plan.finished`` when a plan is over. It
+also senses ``plan.replan_decided`` (the Intelligence Plane's answer to a re-plan) and
+carries it out: records it in the plan's re-plan history, revises the ledger (option,
+estimate, the segments still to run), and, for ``resubmit``, cancels the running job and
+submits its replacement; for ``stop``, cancels it and ends the plan with the reason. A
+revision is applied once (plan id + revision: the ledger's history and the processed-
+events store both say so), and the replacement is a ledger submission like any other.
 
 Nothing is submitted twice. The plan's ledger (``Plan.segments`` in the knowledge base)
 records each submission in two steps: an intent (an entry in state ``submitting``) before
@@ -43,11 +49,13 @@ from agents.events import (
     JobSubmitted,
     PlanApproved,
     PlanFinished,
+    PlanReplanDecided,
     PlanReplanRequested,
     ScheduleDecision,
 )
 from agents.monitor import JobMonitor
 from agents.rescheduler import (
+    REPLANNED,
     Finish,
     JobEnd,
     Limits,
@@ -61,7 +69,10 @@ from agents.rescheduler import (
     on_job_end,
     on_progress,
     planned_segments,
+    resubmission,
+    revise,
     submitted,
+    with_history,
 )
 from agents.runtime import Action, Agent, Emit, Observation
 from agents.topics import JOBS, PLANS
@@ -79,16 +90,19 @@ from knowledge_base.workload import DNNTraining
 from tools.actuators.base import Executor
 from tools.actuators.model import JobRequest, SimulatedWork
 from tools.actuators.monitor import Progress, parse_progress
+from tools.actuators.simulated import SimulatedCluster
 from tools.actuators.slurm import SlurmExecutor
 from tools.planning.builder import job_request
 from tools.planning.render import command_for
 
 __all__ = [
+    "CancelJob",
     "Conclude",
     "PlanRaced",
     "RecordJob",
     "RecordState",
     "RequestReplan",
+    "Revise",
     "Scheduler",
     "SchedulerConfig",
     "SchedulerObservation",
@@ -157,7 +171,7 @@ class SchedulerConfig(BaseModel):
 class SchedulerObservation(Observation):
     """What the Scheduler knows when it decides: the plan, and what happened to which job."""
 
-    kind: Literal["start", "running", "progress", "ended", "ignore"]
+    kind: Literal["start", "running", "progress", "ended", "revise", "ignore"]
     plan: Plan | None = None
     purpose: Purpose = "workload"
     limits: Limits | None = None
@@ -169,6 +183,10 @@ class SchedulerObservation(Observation):
     fraction_now: float | None = None
     record: JobRecord | None = None
     replan_asked: bool = False
+    job_elapsed_s: float | None = None
+    job_walltime_s: int | None = None
+    replaced: bool = Field(default=False, description="The job ended after a re-plan took it")
+    revision: PlanReplanDecided | None = None
 
 
 class Submit(Action):
@@ -178,7 +196,7 @@ class Submit(Action):
     attempt: int = Field(ge=1)
     memory_mb: int = Field(ge=1)
     walltime_s: int = Field(ge=1)
-    decision: Literal["submit", "next_segment", "more_memory", "longer_walltime"]
+    decision: Literal["submit", "next_segment", "more_memory", "longer_walltime", "resubmit"]
     reason: str
     about_job: str | None = None
 
@@ -207,6 +225,25 @@ class RequestReplan(Action):
     reason: str
     remaining_fraction: float
     projected_run_s: float | None = None
+    segment_index: int | None = None
+    done_fraction: float | None = None
+    job_elapsed_s: float | None = None
+    job_walltime_s: int | None = None
+    checkpointable: bool = True
+
+
+class Revise(Action):
+    """Apply a re-plan decision to the ledger (and say so); the job it replaces, if any."""
+
+    decision: PlanReplanDecided
+    replaced: str | None = None
+    about_job: str | None = None
+
+
+class CancelJob(Action):
+    plan_id: str
+    job_id: str
+    reason: str
 
 
 # -- helpers -----------------------------------------------------------------------------
@@ -215,6 +252,11 @@ class RequestReplan(Action):
 def job_name(plan: Plan, index: int, attempt: int) -> str:
     """A job's unique name: how a submission is found again after a crash."""
     return f"{plan.spec.name[:48]}-{plan.id[:56]}-s{index}a{attempt}"
+
+
+def _own_clock(executor: Executor, unit: str) -> bool:
+    """A plain simulated job's progress is seconds of its own run, not the workload's."""
+    return executor.backend == "simulated" and unit == "second"
 
 
 def _purpose_of(plan: Plan) -> Purpose:
@@ -299,7 +341,25 @@ class Scheduler(Agent[SchedulerObservation]):
             return await self._sense_progress(event, payload)
         if isinstance(payload, JobFinished) and payload.job.plan_id:
             return await self._sense_finished(event, payload)
+        if isinstance(payload, PlanReplanDecided):
+            return await self._sense_revision(event, payload)
         return None
+
+    async def _sense_revision(
+        self, event: Envelope, payload: PlanReplanDecided
+    ) -> SchedulerObservation | None:
+        plan = await self._plan(payload.plan_id)
+        if plan is None:
+            return None
+        over = plan.status in (PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED)
+        applied = await self.kb.is_processed(f"{self.name}.revision", _revision_key(payload))
+        return SchedulerObservation(
+            event=event,
+            kind="ignore" if over or applied else "revise",
+            plan=plan,
+            checkpointable=_checkpointable(plan),
+            revision=payload,
+        )
 
     async def _plan(self, plan_id: str) -> Plan | None:
         try:
@@ -377,28 +437,39 @@ class Scheduler(Agent[SchedulerObservation]):
         assert payload.plan_id is not None
         if payload.fraction is None:
             return None
+        plan = await self._plan(payload.plan_id)
+        if plan is None or plan.estimate is None:
+            return None
+        entry = entry_of(plan, payload.job_id)
+        executor = self._executor(plan)
+        if entry is None or executor is None or _own_clock(executor, payload.unit):
+            return None
+        # The executor's clock: a simulated cluster's time is not the wall clock.
+        now = executor.clock.now() if isinstance(executor, SimulatedCluster) else event.time
         # Pace is judged from the first progress line seen, not from the job's start, so
         # start-up (interpreter, imports, loading a checkpoint) does not count as slowness.
-        first, first_at = self._first_seen.setdefault(
-            payload.job_id, (payload.fraction, event.time)
-        )
-        plan = await self._plan(payload.plan_id)
-        if plan is None or plan.estimate is None or entry_of(plan, payload.job_id) is None:
-            return None
-        executor = self._executor(plan)
-        if executor is None or executor.backend == "simulated":
-            return None  # simulated progress is seconds of a job, not the workload's
-        elapsed = (event.time - first_at).total_seconds()
-        asked = await self.kb.is_processed(f"{self.name}.replan", plan.id)
+        first, first_at = self._first_seen.setdefault(payload.job_id, (payload.fraction, now))
+        elapsed = (now - first_at).total_seconds()
+        job_elapsed: float | None = None
+        checkpointable = _checkpointable(plan)
+        if not checkpointable:  # whether it outruns its walltime counts from its start
+            with contextlib.suppress(RightsizeError):
+                status = await executor.status(payload.job_id)
+                if status.start_time is not None:
+                    job_elapsed = max(0.0, (now - status.start_time).total_seconds())
+        asked = await self.kb.is_processed(f"{self.name}.replan", _replan_key(plan, entry))
         return SchedulerObservation(
             event=event,
             kind="progress",
             plan=plan,
+            checkpointable=checkpointable,
             job_id=payload.job_id,
             elapsed_s=elapsed,
             fraction_at_start=first,
             fraction_now=payload.fraction,
-            replan_asked=asked,
+            replan_asked=asked or is_terminal(entry.state),
+            job_elapsed_s=job_elapsed,
+            job_walltime_s=entry.walltime_s,
         )
 
     async def _progress_of(self, executor: Executor, job_id: str) -> Progress | None:
@@ -420,17 +491,16 @@ class Scheduler(Agent[SchedulerObservation]):
         executor = self._executor(stored)
         if executor is None:
             return None
+        replaced = entry.state == REPLANNED
         plan = as_of(stored, record.job_id)
-        if executor.backend == "simulated":
+        progress = await self._progress_of(executor, record.job_id)
+        if progress is not None and _own_clock(executor, progress.unit):
             # A simulated job reports seconds of its own run; in the workload's terms it
             # did its planned share: one more segment of the planned count.
             done_before = len([s for s in submitted(plan) if s.state == "completed"])
-            progress: Progress | None = Progress(
-                "segment", done_before + 1, float(planned_segments(plan))
-            )
+            progress = Progress("segment", done_before + 1, float(planned_segments(plan)))
             previous: Progress | None = Progress("segment", done_before, None)
         else:
-            progress = await self._progress_of(executor, record.job_id)
             jobs = submitted(plan)
             at = next(i for i, s in enumerate(jobs) if s.job_id == record.job_id)
             before = jobs[at - 1].job_id if at > 0 else None
@@ -472,6 +542,7 @@ class Scheduler(Agent[SchedulerObservation]):
             job_id=record.job_id,
             end=end,
             record=history,
+            replaced=replaced,
         )
 
     # -- decide (pure) ------------------------------------------------------------------------
@@ -528,24 +599,41 @@ class Scheduler(Agent[SchedulerObservation]):
                 fraction_at_start=observation.fraction_at_start or 0.0,
                 fraction_now=observation.fraction_now or 0.0,
                 policy=self.config.policy,
+                job_elapsed_s=observation.job_elapsed_s,
+                job_walltime_s=observation.job_walltime_s,
+                checkpointable=observation.checkpointable,
             )
             if replan is None:
                 return []
+            entry = entry_of(plan, observation.job_id)
             return [
                 RequestReplan(
                     plan_id=plan.id,
                     job_id=observation.job_id,
                     reason=replan.reason,
-                    remaining_fraction=replan.remaining_fraction,
+                    # What a new job would have to do: the rest from a checkpoint, else all.
+                    remaining_fraction=replan.remaining_fraction
+                    if observation.checkpointable
+                    else 1.0,
                     projected_run_s=replan.projected_run_s,
+                    segment_index=entry.index if entry else None,
+                    done_fraction=observation.fraction_now,
+                    job_elapsed_s=observation.job_elapsed_s,
+                    job_walltime_s=observation.job_walltime_s,
+                    checkpointable=observation.checkpointable,
                 )
             ]
+        if observation.kind == "revise":
+            assert observation.revision is not None
+            return self._decide_revision(plan, observation.revision, observation.checkpointable)
         # ended
         end, limits = observation.end, observation.limits
         assert end is not None
         actions: list[Action] = []
         if observation.record is not None:
             actions.append(RecordJob(record=observation.record))
+        if observation.replaced:
+            return actions  # a re-plan cancelled it and decided what came next
         if limits is None:
             actions.append(
                 Conclude(
@@ -582,6 +670,60 @@ class Scheduler(Agent[SchedulerObservation]):
         return actions
 
     @staticmethod
+    def _decide_revision(
+        plan: Plan, decision: PlanReplanDecided, checkpointable: bool
+    ) -> list[Action]:
+        """Carry out the plane's re-plan: what to record, cancel and submit (pure)."""
+        if decision.action in ("keep", "extend"):
+            return [Revise(decision=decision, about_job=decision.job_id)]
+        target = resubmission(plan, decision.job_id, checkpointable)
+        if target is None:
+            # The job ended before the decision arrived and the Re-scheduler's rules
+            # already acted on its end: revise what is still to come, replace nothing.
+            later = decision.model_copy(
+                update={
+                    "action": "extend" if decision.action == "resubmit" else "keep",
+                    "reason": f"{decision.reason} (job {decision.job_id} had already ended: "
+                    "applied to the jobs still to come)",
+                }
+            )
+            return [Revise(decision=later, about_job=decision.job_id)]
+        job_id = decision.job_id
+        assert job_id is not None
+        actions: list[Action] = [
+            Revise(decision=decision, replaced=job_id, about_job=job_id),
+            CancelJob(plan_id=plan.id, job_id=job_id, reason=decision.reason),
+        ]
+        if decision.action == "stop":
+            actions.append(
+                Conclude(
+                    plan_id=plan.id,
+                    status=PlanStatus.FAILED,
+                    reason=decision.reason,
+                    about_job=job_id,
+                )
+            )
+            return actions
+        option = decision.option or plan.option
+        assert option is not None
+        index, attempt = target
+        walltime_s = decision.segments[0].walltime_s if decision.segments else option.walltime_s
+        memory_mb = max(option.memory_mb, plan.option.memory_mb if plan.option else 0)
+        actions.append(
+            Submit(
+                plan_id=plan.id,
+                segment_index=index,
+                attempt=attempt,
+                memory_mb=memory_mb,
+                walltime_s=walltime_s,
+                decision="resubmit",
+                reason=f"re-plan {decision.revision}: {decision.reason}",
+                about_job=job_id,
+            )
+        )
+        return actions
+
+    @staticmethod
     def _submit_from(plan: Plan, outcome: NextJob, purpose: Purpose, about: str) -> Submit:
         return Submit(
             plan_id=plan.id,
@@ -610,10 +752,17 @@ class Scheduler(Agent[SchedulerObservation]):
                 await self.kb.add_jobs([action.record])
             elif isinstance(action, RequestReplan):
                 emits.extend(await self._replan(action))
+            elif isinstance(action, Revise):
+                emits.extend(await self._revise(action))
+            elif isinstance(action, CancelJob):
+                await self._cancel(action)
             elif isinstance(action, Emit):
                 emits.append(action)
             else:
                 raise NotImplementedError(f"Scheduler.act does not handle {type(action).__name__}")
+        revisions = [a.decision for a in actions if isinstance(a, Revise)]
+        for decision in revisions:  # done: a repeat of this revision is dropped in sense
+            await self.kb.complete_event(f"{self.name}.revision", _revision_key(decision))
         return emits
 
     async def _submit(self, action: Submit) -> list[Emit]:
@@ -757,7 +906,11 @@ class Scheduler(Agent[SchedulerObservation]):
                     for s in segments
                 ]
             return plan.model_copy(
-                update={"status": action.status, "reason": action.reason, "segments": segments}
+                update={
+                    "status": action.status,
+                    "reason": with_history(action.reason, plan.reason),
+                    "segments": segments,
+                }
             )
 
         plan = await update_plan(self.kb, action.plan_id, finish)
@@ -791,10 +944,13 @@ class Scheduler(Agent[SchedulerObservation]):
 
     async def _replan(self, action: RequestReplan) -> list[Emit]:
         # The processed-events store doubles as an idempotency-key store: one re-plan per
-        # plan (a proposal the Intelligence Plane records; asking again adds nothing).
-        if not await self.kb.complete_event(f"{self.name}.replan", action.plan_id):
-            return []
+        # job (the plane bounds how many a plan gets; asking again for a job adds nothing).
         plan = await self.kb.get_plan(action.plan_id)
+        entry = entry_of(plan, action.job_id)
+        if entry is None or not await self.kb.complete_event(
+            f"{self.name}.replan", _replan_key(plan, entry)
+        ):
+            return []
         return [
             Emit(
                 payload=ScheduleDecision(
@@ -815,10 +971,65 @@ class Scheduler(Agent[SchedulerObservation]):
                     remaining_fraction=action.remaining_fraction,
                     projected_run_s=action.projected_run_s,
                     job_id=action.job_id,
+                    segment_index=action.segment_index,
+                    done_fraction=action.done_fraction,
+                    job_elapsed_s=action.job_elapsed_s,
+                    job_walltime_s=action.job_walltime_s,
+                    checkpointable=action.checkpointable,
                 ),
                 correlation_id=plan.id,
             ),
         ]
+
+    async def _revise(self, action: Revise) -> list[Emit]:
+        """Record the re-plan in the plan's history and revise the ledger (once)."""
+        decision = action.decision
+        line = f"{decision.action}: {decision.reason}"
+
+        def apply(plan: Plan) -> Plan | None:
+            changes = decision.action in ("extend", "resubmit")
+            return revise(
+                plan,
+                revision=decision.revision,
+                line=line,
+                option=decision.option if changes else None,
+                estimate=decision.estimate,
+                start_index=decision.start_index if changes else None,
+                segments=decision.segments if changes else None,
+                replaced=action.replaced,
+            )
+
+        plan = await update_plan(self.kb, decision.plan_id, apply)
+        log.info("plan %s: re-plan %d: %s", plan.id, decision.revision, line)
+        if decision.action != "extend":
+            return []  # resubmit and stop say so with the job they submit or the end
+        option = plan.option
+        return [
+            Emit(
+                payload=ScheduleDecision(
+                    plan_id=plan.id,
+                    action="revise",
+                    reason=f"re-plan {decision.revision}: {decision.reason}",
+                    job_id=action.about_job,
+                    segment_index=decision.start_index or 0,
+                    partition=option.partition if option else None,
+                    memory_mb=option.memory_mb if option else None,
+                    walltime_s=decision.segments[0].walltime_s
+                    if decision.segments
+                    else (option.walltime_s if option else None),
+                ),
+                correlation_id=plan.id,
+            )
+        ]
+
+    async def _cancel(self, action: CancelJob) -> None:
+        plan = await self.kb.get_plan(action.plan_id)
+        executor = self._executor(plan)
+        if executor is None:
+            return
+        # Cancelling a job that already ended does nothing: safe to repeat.
+        await executor.cancel(action.job_id)
+        log.info("plan %s: cancelled job %s: %s", plan.id, action.job_id, action.reason)
 
     # -- recovery and monitors ---------------------------------------------------------------
 
@@ -881,6 +1092,14 @@ class Scheduler(Agent[SchedulerObservation]):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+
+def _replan_key(plan: Plan, entry: CascadeSegment) -> str:
+    return f"{plan.id}/{entry.job_id}"
+
+
+def _revision_key(decision: PlanReplanDecided) -> str:
+    return f"{decision.plan_id}#r{decision.revision}"
 
 
 def _submission(plan: Plan, index: int, attempt: int) -> CascadeSegment | None:

@@ -47,6 +47,7 @@ TOPIC_BY_EVENT_TYPE: Final[dict[str, str]] = {
     "plan.decision": PLANS,
     "plan.approved": PLANS,
     "plan.replan_requested": PLANS,
+    "plan.replan_decided": PLANS,
     "plan.finished": PLANS,
     "estimate.requested": ESTIMATES,
     "estimate.ready": ESTIMATES,

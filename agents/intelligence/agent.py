@@ -1,7 +1,8 @@
 """The Intelligence Plane as an agent on the shared runtime: events in, graph steps, events out.
 
 Senses the events that start or answer a request (``plan.requested``, ``estimate.ready``,
-``profile.completed``, ``plan.options_ready``, ``plan.decision``, ``plan.finished``) and
+``profile.completed``, ``plan.options_ready``, ``plan.decision``, ``plan.finished``, and
+``plan.replan_requested`` while a plan runs) and
 looks at the request's thread in the checkpointer: a new plan id starts a thread, an
 answer the thread is paused for resumes it, a thread killed mid-step is continued, and
 an event the thread already applied (a redelivery) is only replayed. Decide is the pure
@@ -46,6 +47,7 @@ from agents.events import (
     PlanDecision,
     PlanFinished,
     PlanOptionsReady,
+    PlanReplanRequested,
     PlanRequested,
     ProfileCompleted,
     event_id_for,
@@ -105,12 +107,33 @@ async def thread_ids(saver: AsyncSqliteSaver) -> list[str]:
 
 def _plan_id(payload: Payload) -> str | None:
     if isinstance(
-        payload, PlanRequested | EstimateReady | PlanOptionsReady | PlanDecision | ProfileCompleted
+        payload,
+        PlanRequested
+        | EstimateReady
+        | PlanOptionsReady
+        | PlanDecision
+        | ProfileCompleted
+        | PlanReplanRequested,
     ):
         return payload.plan_id  # None on a profile: every thread waiting for it
     if isinstance(payload, PlanFinished):
         return payload.plan_id if payload.purpose == "workload" else None
     return None
+
+
+def _answers(snapshot: StateSnapshot, payload: Payload) -> bool:
+    """Whether ``payload`` is the answer the paused node waits for (not a late one).
+
+    Optimization answers both a plan request and a re-plan with ``plan.options_ready``;
+    the flag says which, and each waiting node takes only its own.
+    """
+    if not isinstance(payload, PlanOptionsReady):
+        return True
+    if "await_replan" in snapshot.next:
+        return payload.replan
+    if "await_plans" in snapshot.next:
+        return not payload.replan
+    return True
 
 
 def _waits(snapshot: StateSnapshot) -> set[str]:
@@ -205,7 +228,7 @@ class IntelligencePlane(Agent[PlaneObservation]):
             return PlaneAction(kind="continue" if mid_step else "replay", plan_id=plan_id)
         if mid_step:
             return PlaneAction(kind="continue", plan_id=plan_id, value=value)
-        if event.type in _waits(snapshot):
+        if event.type in _waits(snapshot) and _answers(snapshot, event.payload):
             return PlaneAction(kind="resume", plan_id=plan_id, value=value)
         return None  # not what the thread waits for (a late or duplicate answer)
 
@@ -247,7 +270,7 @@ class IntelligencePlane(Agent[PlaneObservation]):
             await self.graph.ainvoke(None, config, context=self.context)
             if action.value is not None:  # the event itself is still to be applied
                 snapshot = await self.snapshot(action.plan_id)
-                if action.value["type"] in _waits(snapshot):
+                if action.value["type"] in _waits(snapshot) and _answers(snapshot, cause.payload):
                     await self._step(action.model_copy(update={"kind": "resume"}), cause)
         # "replay": the step is done; only its outbox is returned again
 
@@ -356,6 +379,13 @@ class IntelligencePlane(Agent[PlaneObservation]):
                     )
                     await bus.publish_many([Message.of(topic_for(event.type), event)])
                     return
+        pending = values.get("replan") or {}
+        if "await_replan" in snapshot.next and pending.get("request"):
+            # Optimization's answer to the re-plan was lost: ask it again.
+            request = PlanReplanRequested.model_validate(pending["request"])
+            await self._publish(bus, plan_id, [Emit(payload=request)], ids=[uuid.uuid4()])
+            log.info("plan %s: re-plan asked again (waits for %s)", plan_id, waits)
+            return
         asked = {_ASKED_BY[w] for w in waits if w in _ASKED_BY}
         outbox = [Outgoing.model_validate(e) for e in values.get("outbox", [])]
         for out in reversed(outbox):

@@ -5,7 +5,17 @@
         -> request_plans -> await_plans -> choose
         -> [await_approval]                        when a person approves plans
         -> execute -> follow_up (until the plan is over) -> END
+        follow_up -> [replan -> await_replan -> revise] -> follow_up
+                                                   a running job diverged from the estimate
     any step that cannot go on -> fail -> END
+
+A re-plan: the Scheduler asks (``plan.replan_requested``), Optimization answers with a plan
+for the remaining work at the observed pace (``plan.options_ready``, ``replan``), and
+``revise`` decides with ``agents.intelligence.replan.decide_replan`` (keep, extend the
+cascade differently, resubmit, or stop, each with its reason) and hands the decision to
+the Scheduler (``plan.replan_decided``, numbered: revision 1, 2...). At most
+``context.replan.max_replans`` revisions change a plan; later requests are answered
+``keep`` with that reason.
 
 Nodes never publish or store anything themselves. A node that asks another agent for
 something appends an ``Outgoing`` event to the state's outbox; a node that needs the
@@ -37,11 +47,14 @@ from agents.events import (
     PlanDecision,
     PlanFinished,
     PlanOptionsReady,
+    PlanReplanRequested,
     PlanRequested,
     ProfileCompleted,
 )
 from agents.intelligence.context import PlaneContext
+from agents.intelligence.replan import decide_replan, reestimate
 from agents.intelligence.state import WAIT_KEY, Outgoing, PlaneState
+from agents.rescheduler import revise as revise_ledger
 from knowledge_base.records import Plan, PlanStatus, ResourceEstimate
 from knowledge_base.workload import DNNTraining, WorkloadSpec
 
@@ -233,14 +246,7 @@ def execute(state: PlaneState) -> dict[str, Any]:
     }
 
 
-def follow_up(state: PlaneState) -> dict[str, Any]:
-    answer = _wait("plan.finished", "plan.options_ready")
-    if answer["type"] == "plan.options_ready":
-        proposal = PlanOptionsReady.model_validate(answer["payload"])
-        what = proposal.recommended.reason if proposal.recommended else "nothing better fits"
-        # Moving a running job is the Scheduler's call once it can do so without loss;
-        # the plane records the proposal so the user sees why the run diverged.
-        return {"log": [f"re-plan proposed while running: {what}"]}
+def _finished(answer: dict[str, Any]) -> dict[str, Any]:
     finished = PlanFinished.model_validate(answer["payload"])
     status = {
         PlanStatus.COMPLETED: "completed",
@@ -249,12 +255,113 @@ def follow_up(state: PlaneState) -> dict[str, Any]:
     return {
         "status": status,
         "reason": finished.reason,
+        "replan": None,
         "log": [f"plan {status} after {len(finished.job_ids)} job(s): {finished.reason}"],
     }
 
 
-def after_follow_up(state: PlaneState) -> Literal["follow_up", "__end__"]:
-    return "follow_up" if state.get("status") == "executing" else "__end__"
+def follow_up(state: PlaneState) -> dict[str, Any]:
+    answer = _wait("plan.finished", "plan.replan_requested", "plan.options_ready")
+    if answer["type"] == "plan.replan_requested":
+        request = PlanReplanRequested.model_validate(answer["payload"])
+        return {
+            "replan": {"request": answer["payload"]},
+            "log": [f"re-plan asked by the Scheduler: {request.reason}"],
+        }
+    if answer["type"] == "plan.options_ready":
+        # A proposal nobody waits for (its request was past the re-plan bound): noted.
+        proposal = PlanOptionsReady.model_validate(answer["payload"])
+        what = proposal.recommended.reason if proposal.recommended else "nothing better fits"
+        return {"log": [f"re-plan proposed while running, not acted on: {what}"]}
+    return _finished(answer)
+
+
+def after_follow_up(state: PlaneState) -> Literal["follow_up", "replan", "__end__"]:
+    if state.get("status") != "executing":
+        return "__end__"
+    return "replan" if state.get("replan") else "follow_up"
+
+
+def replan(state: PlaneState, runtime: Runtime[PlaneContext]) -> dict[str, Any]:
+    """Number the re-plan, re-estimate at the observed pace, or answer at once past the bound."""
+    pending = dict(state.get("replan") or {})
+    request = PlanReplanRequested.model_validate(pending["request"])
+    revision = state.get("replans", 0) + 1
+    current = Plan.model_validate(state["chosen"])
+    bounds = runtime.context.replan
+    if revision > bounds.max_replans:
+        decision = decide_replan(
+            revision=revision, plan=current, request=request, proposal=None, bounds=bounds
+        )
+        return {
+            "replan": None,
+            "replans": revision,
+            "outbox": [_emit(state, decision)],
+            "log": [f"re-plan {revision}: {decision.action}: {decision.reason}"],
+        }
+    seen = "no pace to go on"
+    if current.estimate is not None and request.projected_run_s:
+        again = reestimate(current.estimate, request.projected_run_s).runtime_s
+        was = current.estimate.runtime_s
+        seen = (
+            f"the whole run re-estimated at {again.point:.0f} s ({again.low:.0f}-"
+            f"{again.high:.0f}) from {was.point:.0f} s ({was.low:.0f}-{was.high:.0f})"
+        )
+    return {
+        "replan": {**pending, "revision": revision},
+        "log": [
+            f"re-plan {revision}: {seen}; Optimization plans the remaining "
+            f"{request.remaining_fraction:.0%} at that pace"
+        ],
+    }
+
+
+def after_replan(state: PlaneState) -> Literal["await_replan", "follow_up"]:
+    return "await_replan" if state.get("replan") else "follow_up"
+
+
+def await_replan(state: PlaneState) -> dict[str, Any]:
+    answer = _wait("plan.options_ready", "plan.finished")
+    if answer["type"] == "plan.finished":
+        return _finished(answer)
+    return {"replan": {**(state.get("replan") or {}), "proposal": answer["payload"]}}
+
+
+def after_await_replan(state: PlaneState) -> Literal["revise", "__end__"]:
+    return "revise" if state.get("status") == "executing" and state.get("replan") else "__end__"
+
+
+def revise(state: PlaneState, runtime: Runtime[PlaneContext]) -> dict[str, Any]:
+    """Decide what the re-plan changes, hand it to the Scheduler, and follow the new plan."""
+    pending = state.get("replan") or {}
+    request = PlanReplanRequested.model_validate(pending["request"])
+    proposal = PlanOptionsReady.model_validate(pending["proposal"])
+    revision = int(pending["revision"])
+    current = Plan.model_validate(state["chosen"])
+    decision = decide_replan(
+        revision=revision,
+        plan=current,
+        request=request,
+        proposal=proposal,
+        bounds=runtime.context.replan,
+    )
+    changes = decision.action in ("extend", "resubmit")
+    followed = revise_ledger(
+        current,
+        revision=revision,
+        line=f"{decision.action}: {decision.reason}",
+        option=decision.option if changes else None,
+        estimate=decision.estimate,
+        start_index=decision.start_index if changes else None,
+        segments=decision.segments if changes else None,
+    )
+    return {
+        "replan": None,
+        "replans": revision,
+        "chosen": (followed or current).model_dump(mode="json"),
+        "outbox": [_emit(state, decision)],
+        "log": [f"re-plan {revision}: {decision.action}: {decision.reason}"],
+    }
 
 
 def fail(state: PlaneState) -> dict[str, Any]:
@@ -294,6 +401,9 @@ def build_graph() -> StateGraph[PlaneState, PlaneContext, PlaneState, PlaneState
     g.add_node("await_approval", await_approval)
     g.add_node("execute", execute)
     g.add_node("follow_up", follow_up)
+    g.add_node("replan", replan)
+    g.add_node("await_replan", await_replan)
+    g.add_node("revise", revise)
     g.add_node("fail", fail)
     g.add_edge(START, "intake")
     g.add_edge("intake", "infer_goals")
@@ -307,6 +417,9 @@ def build_graph() -> StateGraph[PlaneState, PlaneContext, PlaneState, PlaneState
     g.add_conditional_edges("await_approval", after_approval)
     g.add_edge("execute", "follow_up")
     g.add_conditional_edges("follow_up", after_follow_up)
+    g.add_conditional_edges("replan", after_replan)
+    g.add_conditional_edges("await_replan", after_await_replan)
+    g.add_edge("revise", "follow_up")
     g.add_edge("fail", END)
     return g
 

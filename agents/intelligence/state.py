@@ -51,6 +51,8 @@ class PlaneState(TypedDict, total=False):
     chosen: dict[str, Any] | None  # Plan, dumped
     status: Status
     reason: str
+    replans: int  # re-plan requests answered so far (the revision of the last one)
+    replan: dict[str, Any] | None  # the re-plan under way: request, proposal, revision
     outbox: Annotated[list[dict[str, Any]], operator.add]  # Outgoing, dumped
     handled: Annotated[list[str], operator.add]
     log: Annotated[list[str], operator.add]  # every decision, with its reason

@@ -8,9 +8,11 @@ SLURM in ``tests/e2e/test_cascade.py``.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from knowledge_base.catalog import Catalog, NodeType, Partition, System
 from knowledge_base.records import CascadeSegment, Interval, Plan, PlanOption, ResourceEstimate
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from knowledge_base.workload import DNNTraining, GenericJob, Goals, WorkloadSpec
+from tools.actuators.model import JobRequest, SimulatedWork
 from tools.actuators.simulated import ManualClock, SimulatedCluster
 
 TEST_SYSTEM = System(
@@ -53,14 +56,16 @@ TEST_SYSTEM = System(
 FAST = RunnerSettings(poll_timeout_s=0.02, flush_interval_s=0.0, backoff_initial_s=0.01)
 
 
-def dnn_spec(name: str = "cnn", *, checkpointable: bool = True, **goals: Any) -> WorkloadSpec:
+def dnn_spec(
+    name: str = "cnn", *, checkpointable: bool = True, epochs: int = 40, **goals: Any
+) -> WorkloadSpec:
     return WorkloadSpec(
         name=name,
         user="alice",
         workload=DNNTraining(
             model="examples/cascade/train.py",
             dataset_samples=8192,
-            epochs=40,
+            epochs=epochs,
             batch_sizes=[64],
             checkpointable=checkpointable,
             command="python train.py",
@@ -134,19 +139,33 @@ class Recorder:
 class MiniCenter:
     """Agents on an in-process bus and one SQLite knowledge base, with a manual clock."""
 
-    def __init__(self, tmp_path: Path, *, nodes: int = 1, profiling: bool = False) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        *,
+        nodes: int = 1,
+        profiling: bool = False,
+        slowdown: float | None = None,
+    ) -> None:
+        """``slowdown``: run training jobs as ``TrainingCluster`` does, that much slower
+        than the profile says (profiling included)."""
         self.tmp_path = tmp_path
         self.bus = InMemoryBus()
         self.kb = SQLiteKnowledgeBase(tmp_path / "kb.db")
         self.clock = ManualClock()
-        cluster_class = ProfilingCluster if profiling else SimulatedCluster
-        self.cluster = cluster_class(
-            nodes=nodes,
-            cores_per_node=2,
-            memory_mb_per_node=20000,
-            clock=self.clock,
-            system=TEST_SYSTEM,
-        )
+        shape: dict[str, Any] = {
+            "nodes": nodes,
+            "cores_per_node": 2,
+            "memory_mb_per_node": 20000,
+            "clock": self.clock,
+            "system": TEST_SYSTEM,
+        }
+        if slowdown is not None:
+            self.cluster: SimulatedCluster = TrainingCluster(slowdown=slowdown, **shape)
+        elif profiling:
+            self.cluster = ProfilingCluster(**shape)
+        else:
+            self.cluster = SimulatedCluster(**shape)
         self.recorder = Recorder(self.bus)
         self.runners: list[AgentRunner] = []
         self._stack = AsyncExitStack()
@@ -233,6 +252,89 @@ class ProfilingCluster(SimulatedCluster):
         return await super().output_tail(job_id, max_bytes)
 
 
+@dataclass
+class _Training:
+    plan_id: str | None
+    start_epoch: int
+    epochs: int  # this job runs these, unless killed first
+    total: int
+
+
+class TrainingCluster(ProfilingCluster):
+    """``ProfilingCluster``, whose training jobs behave as ``examples/cascade/train.py`` does.
+
+    A simulated job runs no code, so this double plays the script's part: start-up, then
+    whole epochs of ``epoch_s`` each (the profile line's pace, 128 steps of 50 ms, times
+    ``slowdown``), a ``RIGHTSIZE_PROGRESS epoch=k/N`` line at its start and after every
+    epoch, a checkpoint after every epoch when the workload checkpoints (the plan's next
+    job resumes from it), and in a cascade segment a stop before an epoch that would not
+    fit the segment's budget (``RIGHTSIZE_SEGMENT_WORK_S``; at least one epoch, as the
+    script). A job without a checkpoint starts from epoch 0 and is killed at its
+    walltime. The script itself runs on the real SLURM in ``tests/e2e/test_cascade.py``.
+    """
+
+    startup_s = 2.5
+    steps_per_epoch = 128  # dnn_spec: 8192 samples in batches of 64
+
+    def __init__(self, *, slowdown: float = 1.0, **shape: Any) -> None:
+        super().__init__(**shape)
+        self.epoch_s = 0.05 * self.steps_per_epoch * slowdown
+        self.training: dict[str, _Training] = {}
+
+    async def _reached(self, job_id: str) -> int:
+        """The epoch ``job_id`` has checkpointed (or would report) by now or by its end."""
+        work = self.training[job_id]
+        status = await self.status(job_id)
+        if status.start_time is None:
+            return work.start_epoch
+        until = status.end_time or self.clock.now()
+        ran = (until - status.start_time).total_seconds() - self.startup_s
+        return work.start_epoch + max(0, min(work.epochs, math.floor(ran / self.epoch_s)))
+
+    async def _checkpoint(self, plan_id: str | None) -> int:
+        reached = [
+            await self._reached(job_id)
+            for job_id, work in self.training.items()
+            if work.plan_id == plan_id
+        ]
+        return max(reached, default=0)
+
+    def _fits(self, budget_s: float, left: int) -> int:
+        """Epochs a segment runs: one, then another while it fits (with the script's 15%)."""
+        epochs = 1
+        while epochs < left and self.startup_s + (epochs + 1.15) * self.epoch_s <= budget_s:
+            epochs += 1
+        return epochs
+
+    async def _submit(self, request: JobRequest) -> str:
+        env = request.environment
+        if "RIGHTSIZE_EPOCHS" not in env or "RIGHTSIZE_PROFILE_STEPS" in env:
+            return await super()._submit(request)
+        total = int(env["RIGHTSIZE_EPOCHS"])
+        budget = env.get("RIGHTSIZE_SEGMENT_WORK_S")
+        start = await self._checkpoint(request.plan_id) if budget is not None else 0
+        left = max(0, total - start)
+        epochs = self._fits(float(budget), left) if budget is not None and left else left
+        peak = request.simulated.peak_memory_mb if request.simulated else 0
+        run_s = math.ceil(self.startup_s + epochs * self.epoch_s)
+        work = SimulatedWork(run_s=max(1, run_s), peak_memory_mb=peak)
+        job_id = await super()._submit(request.model_copy(update={"simulated": work}))
+        self.training[job_id] = _Training(request.plan_id, start, epochs, total)
+        return job_id
+
+    async def output_tail(self, job_id: str, max_bytes: int = 65536) -> str:
+        if job_id not in self.training:
+            return await super().output_tail(job_id, max_bytes)
+        status = await self.status(job_id)
+        if status.start_time is None:
+            return ""
+        until = status.end_time or self.clock.now()
+        if (until - status.start_time).total_seconds() < self.startup_s:
+            return ""
+        total = self.training[job_id].total
+        return f"RIGHTSIZE_PROGRESS epoch={await self._reached(job_id)}/{total}\n"
+
+
 async def start_center_agents(
     center: MiniCenter,
     checkpointer: Any,
@@ -242,6 +344,7 @@ async def start_center_agents(
     plane_class: type | None = None,
     goal_planner: Any = None,
     start_plane: bool = True,
+    optimization_class: type | None = None,
 ) -> dict[str, Any]:
     """Every agent but Model Promotion on ``center``: the plane, estimation, optimization,
     profiling and the scheduler (monitors polled by the test)."""
@@ -265,7 +368,7 @@ async def start_center_agents(
     agents = {
         "plane": plane,
         "estimation": ResourceEstimation(center.kb),
-        "optimization": Optimization(
+        "optimization": (optimization_class or Optimization)(
             center.kb,
             executors,
             OptimizationConfig(planning=PlanningConfig(checkpoint_overhead_s=overhead_s)),

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.rescheduler import (
+    REPLANNED,
     Finish,
     JobEnd,
     Limits,
@@ -17,7 +18,11 @@ from agents.rescheduler import (
     as_of,
     on_job_end,
     on_progress,
+    replan_history,
+    resubmission,
+    revise,
     submitted,
+    with_history,
 )
 from knowledge_base.records import CascadeSegment, Interval, JobState, Plan, PlanStatus
 from tests.agents.harness import dnn_spec, generic_spec, make_plan
@@ -226,3 +231,62 @@ def test_divergence_is_not_judged_on_too_little_progress_or_too_soon() -> None:
     expected = Interval(point=100, low=80, high=120)
     assert on_progress(expected, elapsed_s=1000, fraction_at_start=0.5, fraction_now=0.51) is None
     assert on_progress(expected, elapsed_s=10, fraction_at_start=0.0, fraction_now=0.06) is None
+
+
+def test_a_job_that_cannot_checkpoint_asks_for_a_replan_when_it_will_outrun_its_walltime() -> None:
+    expected = Interval(point=130, low=110, high=180)  # x1.5 bound: 270 s
+
+    def judge(**job: object) -> Replan | None:
+        # 15% in 37 s since the first line, 50 s since the start: a run of ~247 s.
+        return on_progress(
+            expected,
+            elapsed_s=37.0,
+            fraction_at_start=0.0,
+            fraction_now=0.15,
+            job_elapsed_s=50,
+            job_walltime_s=240,
+            **job,  # type: ignore[arg-type]
+        )
+
+    # Inside the estimate's bound, but 50 s + 85% of 247 s is past a 240 s walltime, and
+    # a timeout loses a run that cannot checkpoint.
+    outrun = judge(checkpointable=False)
+    assert isinstance(outrun, Replan) and "past its walltime of 4 min" in outrun.reason
+    # A cascade segment stops itself at its budget: it does not outrun its walltime.
+    assert judge(checkpointable=True) is None
+
+
+def test_a_revision_is_applied_once_and_kept_in_the_plans_history() -> None:
+    plan = with_jobs(make_plan("p", dnn_spec(), segments=3), (0, "1", "running", 60))
+    assert plan.option is not None
+    batch = plan.option.model_copy(update={"partition": "batch", "walltime_s": 300})
+    once = revise(
+        plan,
+        revision=1,
+        line="extend: slower",
+        option=batch,
+        start_index=1,
+        segments=[CascadeSegment(index=0, walltime_s=300)],
+    )
+    assert once is not None and once.option is not None and once.option.partition == "batch"
+    assert [(s.index, s.walltime_s, s.job_id) for s in once.segments] == [
+        (0, 60, None),
+        (1, 300, None),
+        (0, 60, "1"),
+    ]
+    assert replan_history(once.reason) == ["re-plan 1: extend: slower"]
+    assert revise(once, revision=1, line="extend: slower") is None
+    # The plan's end keeps the history after its own reason.
+    assert replan_history(with_history("job 9 completed", once.reason)) == [
+        "re-plan 1: extend: slower"
+    ]
+
+
+def test_only_the_job_in_flight_or_one_a_replan_took_is_replaced() -> None:
+    plan = with_jobs(make_plan("p", dnn_spec(), segments=3), (0, "1", "completed", 60))
+    running = with_jobs(plan, (1, "2", "running", 60))
+    assert resubmission(running, "2", checkpointable=True) == (2, 1)
+    assert resubmission(running, "2", checkpointable=False) == (1, 2)
+    assert resubmission(running, "1", checkpointable=True) is None  # ended on its own
+    taken = with_jobs(plan, (1, "2", REPLANNED, 60), (2, "3", "pending", 60))
+    assert resubmission(taken, "2", checkpointable=True) == (2, 1)  # the same answer again

@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from agents.events import JobSubmitted, PlanApproved, PlanFinished, ScheduleDecision
+from agents.events import (
+    JobSubmitted,
+    PlanApproved,
+    PlanFinished,
+    PlanReplanDecided,
+    ScheduleDecision,
+)
+from agents.rescheduler import replan_history
 from agents.scheduler import Scheduler, SchedulerConfig, job_name
 from knowledge_base.records import CascadeSegment, Plan, PlanStatus
 from tests.agents.harness import MiniCenter, dnn_spec, generic_spec, make_plan, until
@@ -28,11 +35,18 @@ def behaving(run_s: int, peak_mb: int = 100):
 
 
 async def run_plan(
-    center: MiniCenter, scheduler: Scheduler, plan: Plan, *, steps: int = 200, dt_s: float = 10
+    center: MiniCenter,
+    scheduler: Scheduler,
+    plan: Plan,
+    *,
+    steps: int = 200,
+    dt_s: float = 10,
+    approve: bool = True,
 ) -> Plan:
-    """Approve ``plan`` and let simulated time pass until the plan is over."""
-    await center.publish(PlanApproved(plan=plan), plan.id)
-    await center.settle()
+    """Approve ``plan`` (unless it was) and let simulated time pass until the plan is over."""
+    if approve:
+        await center.publish(PlanApproved(plan=plan), plan.id)
+        await center.settle()
 
     async def over() -> Plan | None:
         stored = await center.kb.get_plan(plan.id)
@@ -243,6 +257,129 @@ async def test_an_interrupted_submission_is_reconciled_before_anything_is_resubm
     recovered = await center.kb.get_plan(plan.id)
     assert [(s.job_id, s.state) for s in recovered.segments if s.state] == [(job_id, "pending")]
     assert watched == [job_id]
+
+
+# -- re-plan decisions (the Intelligence Plane's plan.replan_decided) -----------------------
+
+
+async def _running(center: MiniCenter, scheduler: Scheduler, plan: Plan) -> str:
+    """Approve ``plan`` and let its first job start; returns that job's id."""
+    await center.publish(PlanApproved(plan=plan), plan.id)
+    await center.settle()
+    center.clock.advance(5)
+    await scheduler.monitors["testcluster"].poll_once()
+    await center.settle()
+    job = next(s for s in (await center.kb.get_plan(plan.id)).segments if s.job_id)
+    assert job.job_id is not None
+    return job.job_id
+
+
+def _decision(plan: Plan, action: str, job_id: str, **fields: object) -> PlanReplanDecided:
+    return PlanReplanDecided.model_validate(
+        {"plan_id": plan.id, "revision": 1, "action": action, "reason": "slower", "job_id": job_id}
+        | fields
+    )
+
+
+async def test_an_extend_decision_reshapes_the_segments_to_come_and_cancels_nothing(
+    center: MiniCenter,
+) -> None:
+    scheduler = await start_scheduler(center, behaving(run_s=45))
+    plan = make_plan("plan-extend", dnn_spec(), segments=3)
+    first = await _running(center, scheduler, plan)
+    assert plan.option is not None
+    batch = plan.option.model_copy(update={"partition": "batch", "walltime_s": 300})
+    decision = _decision(
+        plan,
+        "extend",
+        first,
+        option=batch,
+        start_index=1,
+        segments=[CascadeSegment(index=0, walltime_s=300)],
+    )
+    # Twice, with different event ids: a revision is applied once.
+    await center.publish(decision, plan.id)
+    await center.publish(decision, plan.id)
+    await center.settle()
+
+    final = await run_plan(center, scheduler, plan, approve=False)
+
+    assert final.status is PlanStatus.COMPLETED
+    jobs = [s for s in final.segments if s.job_id]
+    assert [(s.index, s.walltime_s, s.state) for s in jobs] == [
+        (0, 60, "completed"),
+        (1, 300, "completed"),
+    ]
+    requests = {j.job_id: j.request for j in center.cluster._jobs.values()}
+    assert requests[jobs[1].job_id or ""].partition == "batch"
+    assert requests[jobs[1].job_id or ""].environment["RIGHTSIZE_SEGMENTS"] == "2"
+    assert len(replan_history(final.reason)) == 1
+    revised = [d for d in await center.recorder.of(ScheduleDecision) if d.action == "revise"]
+    assert len(revised) == 1 and revised[0].walltime_s == 300
+
+
+async def test_a_resubmit_decision_cancels_the_job_and_submits_its_replacement_once(
+    center: MiniCenter,
+) -> None:
+    scheduler = await start_scheduler(center, behaving(run_s=100))
+    plan = make_plan("plan-move", generic_spec(), partition="debug", walltime_s=60)
+    first = await _running(center, scheduler, plan)
+    assert plan.option is not None
+    batch = plan.option.model_copy(update={"partition": "batch", "walltime_s": 240})
+    decision = _decision(
+        plan,
+        "resubmit",
+        first,
+        option=batch,
+        start_index=0,
+        segments=[CascadeSegment(index=0, walltime_s=240)],
+    )
+    await center.publish(decision, plan.id)
+    await center.publish(decision, plan.id)  # another copy: nothing more happens
+    await center.settle()
+
+    final = await run_plan(center, scheduler, plan, approve=False)
+
+    assert final.status is PlanStatus.COMPLETED
+    jobs = [s for s in final.segments if s.job_id]
+    assert [(s.index, s.walltime_s, s.state) for s in jobs] == [
+        (0, 60, "replanned"),
+        (0, 240, "completed"),
+    ]
+    assert len(center.cluster._jobs) == 2
+    assert (await center.cluster.status(first)).state.value == "cancelled"
+    actions = [d.action for d in await center.recorder.of(ScheduleDecision)]
+    assert actions == ["submit", "resubmit", "complete"]
+    assert replan_history(final.reason)[0].startswith("re-plan 1: resubmit: slower")
+
+
+async def test_a_resubmit_decision_for_a_job_that_already_ended_replaces_nothing(
+    center: MiniCenter,
+) -> None:
+    """The job timed out and the Re-scheduler resubmitted it before the decision came."""
+    scheduler = await start_scheduler(center, behaving(run_s=100))
+    plan = make_plan("plan-late", generic_spec(), partition="batch", walltime_s=60)
+    first = await _running(center, scheduler, plan)
+
+    async def retried() -> bool:
+        return len(center.cluster._jobs) == 2
+
+    async def step() -> None:
+        center.clock.advance(10)
+        await scheduler.monitors["testcluster"].poll_once()
+        await center.settle()
+
+    await until(retried, step, steps=20, what="the timeout's retry")
+    await center.publish(_decision(plan, "resubmit", first), plan.id)
+    await center.settle()
+    final = await run_plan(center, scheduler, plan, approve=False)
+
+    assert final.status is PlanStatus.COMPLETED
+    assert len(center.cluster._jobs) == 2  # the retry was not touched, nothing added
+    jobs = [s for s in final.segments if s.job_id]
+    assert [(s.walltime_s, s.state) for s in jobs] == [(60, "timeout"), (120, "completed")]
+    [line] = replan_history(final.reason)
+    assert "had already ended" in line
 
 
 @pytest.mark.slurm
