@@ -7,7 +7,17 @@ import logging
 import typer
 
 from rightsize import __version__
-from rightsize.commands import catalog, center, demo, estimate, history, plan, simulate, synth
+from rightsize.commands import (
+    catalog,
+    center,
+    demo,
+    estimate,
+    history,
+    plan,
+    replay,
+    simulate,
+    synth,
+)
 from rightsize.commands import mcp as mcp_command
 
 app = typer.Typer(
@@ -23,6 +33,7 @@ app.add_typer(center.app, name="center")
 app.add_typer(demo.app, name="demo")
 estimate.register(app)
 app.command("simulate")(simulate.simulate_command)
+app.command("replay")(replay.replay_command)
 app.add_typer(synth.app, name="synth")
 app.add_typer(mcp_command.app, name="mcp")
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -36,16 +37,17 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.bus.base import Message
+from agents.bus.base import Consumer, Message
 from agents.bus.memory import InMemoryBus
 from agents.estimation import ResourceEstimation
+from agents.eventlog import EventLogWriter
 from agents.events import Envelope, PlanRequested
 from agents.intelligence import IntelligencePlane, PlaneContext, open_checkpointer
 from agents.intelligence.goals import RuleGoalPlanner
 from agents.optimization import Optimization
 from agents.runtime import Agent, AgentRunner, RunnerSettings
 from agents.scheduler import Scheduler, SchedulerConfig
-from agents.topics import topic_for
+from agents.topics import ALL_TOPICS, topic_for
 from knowledge_base.catalog import Catalog, NodeType, Partition, System
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import JobRecord, JobState, Plan, PlanStatus
@@ -66,6 +68,7 @@ __all__ = [
     "history_records",
     "replay_plain",
     "replay_with_agents",
+    "start_state_path",
     "trace_system",
     "window",
 ]
@@ -336,11 +339,23 @@ class _Agents:
         scheduler: Scheduler,
         bus: InMemoryBus,
         kb: SQLiteKnowledgeBase,
+        log: tuple[Consumer, EventLogWriter] | None = None,
     ) -> None:
         self.runners = runners
         self.scheduler = scheduler
         self.bus = bus
         self.kb = kb
+        self.log = log
+
+    async def record(self) -> None:
+        """Copy what the bus carried since the last call into the event log, if one is kept."""
+        if self.log is None:
+            return
+        consumer, writer = self.log
+        while records := await consumer.poll(max_records=1000, timeout_s=0):
+            for record in records:
+                writer.write_record(record)
+        writer.flush()
 
     async def settle(self, timeout_s: float = 120.0) -> None:
         """Until every agent consumed everything and published its outbox."""
@@ -358,6 +373,7 @@ class _Agents:
                 await asyncio.sleep(0.002)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the agents did not settle in {timeout_s} s")
+        await self.record()
 
     async def look(self) -> None:
         """The Scheduler's monitors look at the cluster (at the clock's present)."""
@@ -368,7 +384,11 @@ class _Agents:
 
 @contextlib.asynccontextmanager
 async def _running_agents(
-    home: Path, cluster: TraceCluster, catalog: Catalog, history: Sequence[JobRecord]
+    home: Path,
+    cluster: TraceCluster,
+    catalog: Catalog,
+    history: Sequence[JobRecord],
+    event_log: Path | None,
 ) -> AsyncIterator[_Agents]:
     bus = InMemoryBus()
     kb = SQLiteKnowledgeBase(home / "kb.db")
@@ -379,6 +399,8 @@ async def _running_agents(
         await kb.put_catalog(catalog)
         if history:
             await kb.add_jobs(history)
+        if event_log is not None:  # what the run started from, for rightsize replay
+            _snapshot(home / "kb.db", start_state_path(event_log))
         saver = await stack.enter_async_context(open_checkpointer(home / "plane.db"))
         executors = {SYSTEM_NAME: cluster}
         clock = cluster.clock
@@ -395,12 +417,31 @@ async def _running_agents(
             Optimization(kb, executors),
             scheduler,
         ]
+        log = None
+        if event_log is not None:
+            consumer = bus.consumer(list(ALL_TOPICS), group_id="simulation-event-log")
+            await stack.enter_async_context(consumer)
+            log = (consumer, stack.enter_context(EventLogWriter(event_log)))
         runners = []
         for agent in agents:
             runner = AgentRunner(agent, bus, kb, FAST)
             await stack.enter_async_context(runner)
             runners.append(runner)
-        yield _Agents(runners, scheduler, bus, kb)
+        yield _Agents(runners, scheduler, bus, kb, log)
+
+
+def start_state_path(event_log: Path) -> Path:
+    """Where ``simulate --agents --event-log LOG`` keeps the knowledge base it started from."""
+    return event_log.with_name(event_log.name + ".kb.db")
+
+
+def _snapshot(source: Path, target: Path) -> None:
+    """A consistent copy of a live SQLite database (its write-ahead log included)."""
+    with (
+        contextlib.closing(sqlite3.connect(source)) as live,
+        contextlib.closing(sqlite3.connect(target)) as copy,
+    ):
+        live.backup(copy)
 
 
 def _spec(workload: Workload, index: int) -> WorkloadSpec:
@@ -425,16 +466,19 @@ async def replay_with_agents(
     policy: ClusterPolicy,
     home: Path,
     history: Sequence[JobRecord] = (),
+    event_log: Path | None = None,
 ) -> AgentsRun:
     """The trace's jobs through the Intelligence Plane, Estimation, Optimization and the
     Scheduler (with the Re-scheduler), on a simulated cluster that plays the trace;
-    ``history`` is what the center's knowledge base knows when the window opens."""
+    ``history`` is what the center's knowledge base knows when the window opens; every
+    event the bus carried is appended to ``event_log`` when given (for ``rightsize
+    replay``)."""
     clock = ManualClock(EPOCH)
     run_of = {_key(i): int(run) for i, run in enumerate(workload.run_s)}
     cluster = TraceCluster(workload, run_of, clock=clock, policy=policy)
     catalog = Catalog(systems=[trace_system(workload)])
     began = time.perf_counter()
-    async with _running_agents(home, cluster, catalog, history) as agents:
+    async with _running_agents(home, cluster, catalog, history, event_log) as agents:
         kb = agents.kb
         for index in range(workload.jobs):
             await _advance(clock, cluster, _at(workload.submit_s[index]), agents.look)
@@ -534,6 +578,7 @@ async def compare_with_agents(
     jobs: int,
     history_jobs: int,
     home: Path,
+    event_log: Path | None = None,
 ) -> AgentsComparison:
     """The ``jobs`` after the first ``history_jobs`` of ``trace``, replayed plain and with
     the agents (who know the first ``history_jobs`` as the center's history)."""
@@ -554,7 +599,9 @@ async def compare_with_agents(
     replayed = window(trace, history_jobs, history_jobs + jobs)
     history = history_records(window(trace, 0, history_jobs), policy=policy) if history_jobs else []
     plain = await replay_plain(replayed, policy=policy)
-    run = await replay_with_agents(replayed, policy=policy, home=home, history=history)
+    run = await replay_with_agents(
+        replayed, policy=policy, home=home, history=history, event_log=event_log
+    )
     ran = np.maximum(replayed.run_s, 1).astype(np.float64)
     return AgentsComparison(
         trace=trace.name,

@@ -48,6 +48,12 @@ def simulate_command(
         "--agents-history",
         help="With --agents: the jobs before the window, the center's history when it opens",
     ),
+    event_log: Path | None = typer.Option(
+        None,
+        "--event-log",
+        help="With --agents: append every event the bus carried to this JSONL log "
+        "(for rightsize replay)",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Replay a whole trace; one run per policy x estimate (or, with --agents, a window of
@@ -59,7 +65,7 @@ def simulate_command(
             fail(RightsizeError(f"--{name}: {value!r} is not one of {', '.join(allowed)}"), as_json)
     if agents:
         _simulate_with_agents(
-            trace, policy, estimate, procs, agents_jobs, agents_history, report, as_json
+            trace, policy, estimate, procs, agents_jobs, agents_history, report, event_log, as_json
         )
         return
     try:
@@ -127,6 +133,7 @@ def _simulate_with_agents(
     jobs: int,
     history: int,
     report: Path | None,
+    event_log: Path | None,
     as_json: bool,
 ) -> None:
     for flag, values, alone in (
@@ -143,13 +150,20 @@ def _simulate_with_agents(
             )
     if report is not None:
         fail(RightsizeError("--report: not available with --agents"), as_json)
+    if event_log is not None and event_log.exists():
+        fail(RightsizeError(f"--event-log: {event_log} exists; give a new file"), as_json)
     chosen: ClusterPolicy = "easy" if policy[0] == "easy" else "fcfs"
     try:
         workload = load_swf(trace, procs=procs)
         with tempfile.TemporaryDirectory(prefix="rightsize-agents-") as home:
             comparison = asyncio.run(
                 compare_with_agents(
-                    workload, policy=chosen, jobs=jobs, history_jobs=history, home=Path(home)
+                    workload,
+                    policy=chosen,
+                    jobs=jobs,
+                    history_jobs=history,
+                    home=Path(home),
+                    event_log=event_log,
                 )
             )
     except RightsizeError as error:

@@ -1,0 +1,293 @@
+"""Agent-by-agent replay: feed one agent the events it consumed and compare what it says.
+
+``rightsize replay LOG --agent NAME [--against MODULE[:CLASS]]`` reads an event log
+(``agents.eventlog``: ``rightsize simulate --agents --event-log``, or the recorder at a
+center), picks the events the agent consumed (every event on its topics, in log order,
+as its consumer group saw them), and runs the agent's own sense -> decide -> act on each:
+
+- **determinism** (no ``--against``): the production agent must emit what it emitted
+  then, event for event;
+- **a new version** (``--against``): the other class, built the same way, is diffed
+  against the recorded actions: which causes now lead to different events, and how.
+
+A recorded action is an event whose ``source`` is the agent and whose ``causation_id`` is
+the consumed event; events an agent publishes outside sense -> decide -> act (the
+Scheduler's job monitors) have no cause and are not compared. Events are compared by
+type, correlation id and payload, less what differs by nature between two runs (times).
+
+The agent runs against a scratch knowledge base and simulated executors, never the real
+ones: a copy of the SQLite file the run started from (``--kb``; ``simulate --agents``
+writes it next to its log) or, without one, an empty one holding the seeded catalog. An
+agent whose decisions read state that other agents wrote while the run went on (the
+Scheduler reads plans the Intelligence Plane stored) or live queues (Optimization asks
+the executors) sees that state as the scratch copy has it, so some of its differences
+are the world's, not its own; the report counts matches per event type so that shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import json
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents.bus.memory import InMemoryBus
+from agents.eventlog import EventLogReader
+from agents.events import Envelope
+from agents.runtime import Agent
+from knowledge_base.catalog import Catalog
+from knowledge_base.errors import InvalidInputError
+from knowledge_base.sqlite import SQLiteKnowledgeBase
+from knowledge_base.store import KnowledgeBase
+from tools.actuators.base import Executor
+from tools.actuators.simulated import SimulatedCluster
+
+__all__ = [
+    "AGENT_CLASSES",
+    "Difference",
+    "ReplayReport",
+    "load_agent_class",
+    "replay_agent",
+]
+
+AGENT_CLASSES: dict[str, str] = {
+    "intelligence": "agents.intelligence:IntelligencePlane",
+    "estimation": "agents.estimation:ResourceEstimation",
+    "optimization": "agents.optimization:Optimization",
+    "profiling": "agents.profiling:Profiling",
+    "scheduler": "agents.scheduler:Scheduler",
+    "promotion": "agents.promotion:ModelPromotion",
+}
+VOLATILE = frozenset({"time", "at", "taken_at", "created_at", "updated_at", "now"})
+MAX_DIFFERENCES = 50
+
+
+class Difference(BaseModel):
+    """One consumed event after which the replayed agent said something else."""
+
+    model_config = ConfigDict(frozen=True)
+
+    line: int = Field(description="Position of the cause among the consumed events (1-based)")
+    cause_type: str
+    cause_id: str
+    correlation_id: str
+    recorded: list[str] = Field(description="What the agent emitted then (type: payload)")
+    replayed: list[str] = Field(description="What it emits now")
+
+
+class TypeTally(BaseModel):
+    consumed: int = 0
+    matched: int = 0
+
+
+class ReplayReport(BaseModel):
+    """What ``rightsize replay`` prints; ``identical`` is the verdict."""
+
+    log: str
+    agent: str
+    against: str | None
+    consumed: int = Field(description="Events on the agent's topics, fed in log order")
+    compared: int = Field(description="Consumed events the agent (then or now) acted on")
+    matched: int
+    identical: bool
+    skipped_lines: int = Field(description="Log lines that were not valid entries")
+    by_type: dict[str, TypeTally]
+    differences: list[Difference] = Field(description=f"The first {MAX_DIFFERENCES}")
+
+
+def load_agent_class(spec: str) -> type[Agent[Any]]:
+    """``module:Class`` (or a name in ``AGENT_CLASSES``) as an Agent subclass."""
+    target = AGENT_CLASSES.get(spec, spec)
+    module_name, _, class_name = target.partition(":")
+    if not class_name:
+        raise InvalidInputError(
+            "give MODULE:CLASS, e.g. mypkg.estimation:ResourceEstimation",
+            field="against",
+            value=spec,
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InvalidInputError(
+            f"cannot import {module_name}: {exc}", field="against", value=spec
+        ) from None
+    found = getattr(module, class_name, None)
+    if not (isinstance(found, type) and issubclass(found, Agent)):
+        raise InvalidInputError(
+            f"{module_name} has no agent class {class_name}", field="against", value=spec
+        )
+    return found
+
+
+def _normalized(event: Envelope) -> str:
+    payload = event.payload.model_dump(mode="json")
+    return f"{event.type}: {json.dumps(_without_volatile(payload), sort_keys=True)}"
+
+
+def _without_volatile(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_volatile(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_without_volatile(v) for v in value]
+    return value
+
+
+def _executors(catalog: Catalog) -> dict[str, Executor]:
+    """A simulated cluster per system, big enough for any of its partitions."""
+    executors: dict[str, Executor] = {}
+    for system in catalog.systems:
+        nodes = max((p.max_nodes for p in system.partitions), default=1)
+        cores = max((p.max_cores_per_node for p in system.partitions), default=1)
+        memory = max((p.max_memory_mb for p in system.partitions), default=1)
+        gpus = max((p.gpus_per_node for p in system.partitions), default=0)
+        executors[system.name] = SimulatedCluster(
+            nodes=max(nodes, 1),
+            cores_per_node=max(cores, 1),
+            memory_mb_per_node=max(memory, 1),
+            gpus_per_node=gpus,
+            system=system,
+        )
+    return executors
+
+
+@contextlib.asynccontextmanager
+async def _built(
+    name: str, agent_class: type[Agent[Any]], kb: KnowledgeBase, home: Path
+) -> AsyncIterator[Agent[Any]]:
+    """The agent, constructed as ``agents.center`` constructs the production one."""
+    catalog = await kb.get_catalog()
+    executors = _executors(catalog)
+    bus = InMemoryBus()
+    async with bus, contextlib.AsyncExitStack() as stack:
+        make: dict[str, Callable[[], Agent[Any]]] = {
+            "estimation": lambda: agent_class(kb),  # type: ignore[call-arg]
+            "optimization": lambda: agent_class(kb, executors),  # type: ignore[call-arg]
+            "profiling": lambda: agent_class(kb, executors),  # type: ignore[call-arg]
+            "scheduler": lambda: agent_class(kb, executors, bus),  # type: ignore[call-arg]
+            "promotion": lambda: agent_class(kb, home / "estimators"),  # type: ignore[call-arg]
+        }
+        if name == "intelligence":
+            from agents.intelligence import PlaneContext, open_checkpointer
+
+            saver = await stack.enter_async_context(open_checkpointer(home / "plane.db"))
+            context = PlaneContext(systems=tuple(catalog.names()))
+            yield agent_class(kb, saver, context)  # type: ignore[call-arg]
+            return
+        yield make[name]()
+
+
+def _consumed(entries: Iterable[tuple[str, Envelope]], topics: Sequence[str]) -> list[Envelope]:
+    wanted = set(topics)
+    return [event for topic, event in entries if topic in wanted]
+
+
+async def replay_agent(
+    log_path: Path,
+    name: str,
+    *,
+    against: str | None = None,
+    kb_path: Path | None = None,
+    default_catalog: Callable[[], Catalog] | None = None,
+) -> ReplayReport:
+    """Feed agent ``name`` (or the ``against`` class) the events it consumed in the log."""
+    if name not in AGENT_CLASSES:
+        raise InvalidInputError(
+            f"unknown agent; use one of {', '.join(AGENT_CLASSES)}", field="agent", value=name
+        )
+    if not await asyncio.to_thread(log_path.is_file):
+        raise InvalidInputError("no such event log", field="log", value=str(log_path))
+    production = load_agent_class(name)
+    agent_class = load_agent_class(against) if against else production
+    reader = EventLogReader(log_path)
+    entries = await asyncio.to_thread(lambda: [(e.topic, e.event) for e in reader])
+    consumed = _consumed(entries, production.topics)
+    recorded: dict[str, list[str]] = {}
+    for _, event in entries:
+        if event.source == production.name and event.causation_id is not None:
+            recorded.setdefault(str(event.causation_id), []).append(_normalized(event))
+
+    with tempfile.TemporaryDirectory(prefix="rightsize-replay-") as scratch:
+        home = Path(scratch)
+        if kb_path is not None:
+            if not await asyncio.to_thread(kb_path.is_file):
+                raise InvalidInputError("no such knowledge base", field="kb", value=str(kb_path))
+            await asyncio.to_thread(shutil.copyfile, kb_path, home / "kb.db")
+        kb = SQLiteKnowledgeBase(home / "kb.db")
+        try:
+            if kb_path is None:
+                if default_catalog is None:
+                    raise InvalidInputError(
+                        "give the knowledge base the run started from", field="kb", value=None
+                    )
+                await kb.put_catalog(default_catalog())
+            async with _built(name, agent_class, kb, home) as agent:
+                report = await _feed(agent, consumed, recorded)
+        finally:
+            await kb.close()
+    return ReplayReport(
+        log=str(log_path),
+        agent=name,
+        against=against,
+        skipped_lines=len(reader.errors),
+        **report,
+    )
+
+
+async def _feed(
+    agent: Agent[Any], consumed: Sequence[Envelope], recorded: dict[str, list[str]]
+) -> dict[str, Any]:
+    by_type: dict[str, TypeTally] = {}
+    differences: list[Difference] = []
+    compared = matched = 0
+    for position, event in enumerate(consumed, start=1):
+        try:
+            observation = await agent.sense(event)
+            emits = await agent.act(agent.decide(observation), event) if observation else []
+            now = [
+                _normalized(
+                    Envelope.of(
+                        emit.payload,
+                        source=agent.name,
+                        correlation_id=emit.correlation_id or event.correlation_id,
+                    )
+                )
+                for emit in emits
+            ]
+        except Exception as exc:  # the runner would dead-letter the event: a difference
+            now = [f"error: {type(exc).__name__}: {exc}"]
+        then = recorded.get(str(event.id), [])
+        tally = by_type.setdefault(event.type, TypeTally())
+        tally.consumed += 1
+        if not now and not then:
+            tally.matched += 1
+            continue
+        compared += 1
+        if now == then:
+            matched += 1
+            tally.matched += 1
+        elif len(differences) < MAX_DIFFERENCES:
+            differences.append(
+                Difference(
+                    line=position,
+                    cause_type=event.type,
+                    cause_id=str(event.id),
+                    correlation_id=event.correlation_id,
+                    recorded=then,
+                    replayed=now,
+                )
+            )
+    return {
+        "consumed": len(consumed),
+        "compared": compared,
+        "matched": matched,
+        "identical": compared == matched,
+        "by_type": by_type,
+        "differences": differences,
+    }
