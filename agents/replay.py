@@ -11,7 +11,8 @@ as its consumer group saw them), and runs the agent's own sense -> decide -> act
   against the recorded actions: which causes now lead to different events, and how.
 
 A recorded action is an event whose ``source`` is the agent and whose ``causation_id`` is
-the consumed event; events an agent publishes outside sense -> decide -> act (the
+the consumed event (the events one cause led to compare as a set: a log interleaves
+topics); events an agent publishes outside sense -> decide -> act (the
 Scheduler's job monitors) have no cause and are not compared. Events are compared by
 type, correlation id and payload, less what differs by nature between two runs (times).
 
@@ -53,6 +54,7 @@ __all__ = [
     "AGENT_CLASSES",
     "Difference",
     "ReplayReport",
+    "causal_order",
     "load_agent_class",
     "replay_agent",
 ]
@@ -183,6 +185,37 @@ async def _built(
         yield make[name]()
 
 
+def causal_order(entries: Sequence[tuple[str, Envelope]]) -> list[tuple[str, Envelope]]:
+    """The log with every event after the event that caused it, otherwise as recorded.
+
+    A recorder reads each topic partition in order but interleaves topics as its polls
+    return them, so an answer can be logged before its question; an agent only ever saw
+    the question first. (A stable topological sort over ``causation_id``.)
+    """
+    present = {event.id for _, event in entries}
+    placed: set[object] = set()
+    waiting: dict[object, list[tuple[str, Envelope]]] = {}
+    ordered: list[tuple[str, Envelope]] = []
+
+    def place(entry: tuple[str, Envelope]) -> None:
+        stack = [entry]
+        while stack:
+            current = stack.pop()
+            ordered.append(current)
+            placed.add(current[1].id)
+            stack.extend(reversed(waiting.pop(current[1].id, [])))
+
+    for entry in entries:
+        cause = entry[1].causation_id
+        if cause is not None and cause in present and cause not in placed:
+            waiting.setdefault(cause, []).append(entry)
+        else:
+            place(entry)
+    for held in waiting.values():  # causes that never got placed (a cycle): as recorded
+        ordered.extend(held)
+    return ordered
+
+
 def _consumed(entries: Iterable[tuple[str, Envelope]], topics: Sequence[str]) -> list[Envelope]:
     wanted = set(topics)
     return [event for topic, event in entries if topic in wanted]
@@ -206,7 +239,7 @@ async def replay_agent(
     production = load_agent_class(name)
     agent_class = load_agent_class(against) if against else production
     reader = EventLogReader(log_path)
-    entries = await asyncio.to_thread(lambda: [(e.topic, e.event) for e in reader])
+    entries = causal_order(await asyncio.to_thread(lambda: [(e.topic, e.event) for e in reader]))
     consumed = _consumed(entries, production.topics)
     recorded: dict[str, list[str]] = {}
     for _, event in entries:
@@ -262,7 +295,8 @@ async def _feed(
             ]
         except Exception as exc:  # the runner would dead-letter the event: a difference
             now = [f"error: {type(exc).__name__}: {exc}"]
-        then = recorded.get(str(event.id), [])
+        now.sort()  # a log interleaves topics: one cause's events compare as a set
+        then = sorted(recorded.get(str(event.id), []))
         tally = by_type.setdefault(event.type, TypeTally())
         tally.consumed += 1
         if not now and not then:

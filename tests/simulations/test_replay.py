@@ -47,6 +47,27 @@ def test_optimization_decides_the_same_actions_again(recorded: Path) -> None:
     assert report.differences == []
 
 
+def test_the_intelligence_plane_decides_the_same_actions_again(recorded: Path) -> None:
+    # Its state is its own (checkpointed graph threads, the plans it stores), so the
+    # events alone reproduce every step, once the log is in causal order.
+    report = asyncio.run(replay_agent(recorded, "intelligence", kb_path=start_state_path(recorded)))
+    assert report.compared >= 36  # per job: estimates, options, approval
+    assert report.identical, report.differences[:2]
+
+
+def test_a_log_is_replayed_in_causal_order() -> None:
+    from agents.events import Envelope, PingRequested
+    from agents.replay import causal_order
+
+    question = Envelope.of(PingRequested(seq=1), source="a", correlation_id="c")
+    answer = Envelope.of(
+        PingRequested(seq=2), source="b", correlation_id="c", causation_id=question.id
+    )
+    other = Envelope.of(PingRequested(seq=3), source="a", correlation_id="d")
+    ordered = causal_order([("t2", answer), ("t3", other), ("t1", question)])
+    assert [e.payload.seq for _, e in ordered] == [3, 1, 2]  # type: ignore[attr-defined]
+
+
 def test_estimation_answers_every_estimate_request_the_same(recorded: Path) -> None:
     report = asyncio.run(replay_agent(recorded, "estimation", kb_path=start_state_path(recorded)))
     asked = report.by_type["estimate.requested"]
