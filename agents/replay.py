@@ -30,11 +30,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import importlib.util
 import json
 import shutil
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -82,6 +85,10 @@ class Difference(BaseModel):
     correlation_id: str
     recorded: list[str] = Field(description="What the agent emitted then (type: payload)")
     replayed: list[str] = Field(description="What it emits now")
+    changes: list[str] = Field(
+        default_factory=list,
+        description="Where the payloads differ (path: then -> now), for events of one type",
+    )
 
 
 class TypeTally(BaseModel):
@@ -105,7 +112,8 @@ class ReplayReport(BaseModel):
 
 
 def load_agent_class(spec: str) -> type[Agent[Any]]:
-    """``module:Class`` (or a name in ``AGENT_CLASSES``) as an Agent subclass."""
+    """``module:Class`` or ``path/to/file.py:Class`` (or a name in ``AGENT_CLASSES``) as
+    an Agent subclass."""
     target = AGENT_CLASSES.get(spec, spec)
     module_name, _, class_name = target.partition(":")
     if not class_name:
@@ -115,8 +123,8 @@ def load_agent_class(spec: str) -> type[Agent[Any]]:
             value=spec,
         )
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
+        module = _import(module_name)
+    except (ImportError, OSError, SyntaxError) as exc:
         raise InvalidInputError(
             f"cannot import {module_name}: {exc}", field="against", value=spec
         ) from None
@@ -128,9 +136,62 @@ def load_agent_class(spec: str) -> type[Agent[Any]]:
     return found
 
 
+def _import(module_name: str) -> ModuleType:
+    """A module by dotted name (the working directory first on the path, as ``python -m``
+    has it) or a ``.py`` file's path."""
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"{module_name} is not a Python file")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    cwd = str(Path.cwd())
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    return importlib.import_module(module_name)
+
+
 def _normalized(event: Envelope) -> str:
     payload = event.payload.model_dump(mode="json")
     return f"{event.type}: {json.dumps(_without_volatile(payload), sort_keys=True)}"
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            flat.update(_flat(item, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        flat = {}
+        for index, item in enumerate(value):
+            flat.update(_flat(item, f"{prefix}[{index}]"))
+        return flat
+    return {prefix: value}
+
+
+def _changes(then: Sequence[str], now: Sequence[str], limit: int = 12) -> list[str]:
+    """Leaf paths whose values differ, when both sides are one event of the same type."""
+    if len(then) != 1 or len(now) != 1:
+        return []
+    (then_type, _, then_body), (now_type, _, now_body) = (
+        then[0].partition(": "),
+        now[0].partition(": "),
+    )
+    if then_type != now_type:
+        return []
+    try:
+        before, after = _flat(json.loads(then_body)), _flat(json.loads(now_body))
+    except ValueError:
+        return []
+    found = [
+        f"{path}: {json.dumps(before.get(path))} -> {json.dumps(after.get(path))}"
+        for path in sorted(before.keys() | after.keys())
+        if before.get(path) != after.get(path)
+    ]
+    return found[:limit] + ([f"... {len(found) - limit} more"] if len(found) > limit else [])
 
 
 def _without_volatile(value: Any) -> Any:
@@ -315,6 +376,7 @@ async def _feed(
                     correlation_id=event.correlation_id,
                     recorded=then,
                     replayed=now,
+                    changes=_changes(then, now),
                 )
             )
     return {

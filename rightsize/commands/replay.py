@@ -58,11 +58,18 @@ def replay_command(
         for difference in report.differences[:5]:
             console.print(
                 f"[bold]#{difference.line}[/] {difference.cause_type} "
-                f"({difference.correlation_id})\n  then: {difference.recorded}\n"
-                f"  now:  {difference.replayed}",
+                f"({difference.correlation_id})",
                 highlight=False,
-                markup=True,
             )
+            if difference.changes:
+                for change in difference.changes:
+                    console.print(f"  {change}", highlight=False, markup=False)
+            else:
+                console.print(
+                    f"  then: {difference.recorded}\n  now:  {difference.replayed}",
+                    highlight=False,
+                    markup=False,
+                )
         if report.skipped_lines:
             console.print(f"{report.skipped_lines} log lines were not valid entries (skipped)")
 

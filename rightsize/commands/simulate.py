@@ -176,10 +176,11 @@ def _simulate_with_agents(
             f"({c.window_jobs:,}) on the simulated cluster, {c.policy}, "
             f"{c.history_jobs:,} earlier jobs as history"
         )
-        for column in ("run", "mean wait", "p90 wait", "mean bsld", "killed", "resubmitted"):
+        for column in ("requests by", "mean wait", "p90 wait", "mean bsld", "killed"):
             table.add_column(column, justify="right")
-        table.add_column("request / run (median)", justify="right")
-        for name, r in (("plain (user requests)", c.plain), ("agents", c.agents)):
+        table.add_column("resubmitted", justify="right")
+        table.add_column("request/run", justify="right")
+        for name, r in (("users", c.plain), ("agents", c.agents)):
             table.add_row(
                 name,
                 f"{r.mean_wait_s / 3600:.2f} h",

@@ -89,6 +89,20 @@ def test_a_new_version_is_diffed_against_the_recorded_actions(recorded: Path) ->
     assert first.cause_type == "plan.build_requested"
     assert first.recorded != first.replayed
     assert "plan.options_ready" in first.replayed[0]
+    assert any(change.startswith("recommended.option.walltime_s:") for change in first.changes)
+
+
+def test_a_new_version_may_be_a_file(recorded: Path) -> None:
+    versions = Path(__file__).with_name("replay_versions.py")
+    report = asyncio.run(
+        replay_agent(
+            recorded,
+            "optimization",
+            against=f"{versions}:PaddedOptimization",
+            kb_path=start_state_path(recorded),
+        )
+    )
+    assert not report.identical
 
 
 def test_cli_exit_code_says_identical_or_different(recorded: Path) -> None:
