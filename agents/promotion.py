@@ -98,6 +98,7 @@ __all__ = [
     "Verdict",
     "best_candidate",
     "drift",
+    "errors_of",
     "fit_history",
     "fit_loglinear",
     "judge",
@@ -435,6 +436,17 @@ def log_error(model: RuntimeModel, records: Sequence[JobRecord]) -> float | None
     """
     pairs = _errors(model, records)
     return float(np.mean([abs(math.log(p / r)) for p, r in pairs])) if pairs else None
+
+
+def errors_of(model: RuntimeModel, records: Sequence[JobRecord]) -> dict[str, float]:
+    """Both metrics from one pass of predictions ({} when no job is usable)."""
+    pairs = _errors(model, records)
+    if not pairs:
+        return {}
+    return {
+        "log_error": float(np.mean([abs(math.log(p / r)) for p, r in pairs])),
+        "mape": float(np.mean([abs(p - r) / r for p, r in pairs])),
+    }
 
 
 def score(model: RuntimeModel, records: Sequence[JobRecord], metric: Metric) -> float | None:
@@ -796,22 +808,8 @@ class ModelPromotion(Agent[PromotionObservation]):
         # Its data cutoff is the newest job it was shown, held-out ones included: "live"
         # jobs, on which drift is judged, are those that finished after it.
         candidate = candidate.with_trained_until(newest)
-        errors = {
-            key: value
-            for key, value in (
-                ("log_error", log_error(candidate, holdout)),
-                ("mape", mape(candidate, holdout)),
-            )
-            if value is not None
-        }
-        train_errors = {
-            f"train_{key}": value
-            for key, value in (
-                ("log_error", log_error(candidate, train)),
-                ("mape", mape(candidate, train)),
-            )
-            if value is not None
-        }
+        errors = errors_of(candidate, holdout)
+        train_errors = {f"train_{key}": value for key, value in errors_of(candidate, train).items()}
         return Shadowed(
             model=candidate,
             error=errors[_VALIDATION_KEY[metric]],
@@ -908,6 +906,8 @@ class ModelPromotion(Agent[PromotionObservation]):
                 shadowed_model = await asyncio.to_thread(shadowed_model.observing, holdout)
             path = self.artifacts_dir / f"{ids[id(shadowed)]}.json"
             path.write_text(shadowed_model.to_json())
+            if shadowed is best and verdict.promote:
+                serving: RuntimeModel = shadowed_model  # what loading the artifact gives
             if shadowed is best:
                 notes = (
                     f"shadow-evaluated on {len(holdout)} held-out jobs: {verdict.reason}; "
@@ -949,7 +949,8 @@ class ModelPromotion(Agent[PromotionObservation]):
         decision = EstimatorDecision(
             target=action.target,
             decision="promoted" if verdict.promote else "rejected",
-            reason=f"{verdict.reason} ({best.model.kind}; other candidates: {rivals})",
+            reason=f"{verdict.reason} ({best.model.kind}; other candidates: {rivals}"
+            f"{_declined(declined)})",
             estimator_id=incumbent.id if incumbent else None,
             candidate_id=candidate_id,
             live_error=action.live_error,
@@ -961,6 +962,7 @@ class ModelPromotion(Agent[PromotionObservation]):
         )
         if verdict.promote:
             await self.kb.promote_estimator(candidate_id)
+            self._models = {candidate_id: serving}
             emits.append(Emit(payload=decision))
             emits.append(
                 Emit(

@@ -985,6 +985,8 @@ class Scheduler(Agent[SchedulerObservation]):
         """Record the re-plan in the plan's history and revise the ledger (once)."""
         decision = action.decision
         line = f"{decision.action}: {decision.reason}"
+        if decision.action == "stop" and action.replaced is not None:
+            line = "stop: the plan was stopped for the reason it ends with (above)"
 
         def apply(plan: Plan) -> Plan | None:
             changes = decision.action in ("extend", "resubmit")

@@ -206,8 +206,9 @@ SDSC = "SDSC-SP2-1998-4.2-cln.swf.gz"
 
 
 def sdsc_jobs(shared_data: Path, count: int = 400) -> list[JobRecord]:
-    """``count`` finished jobs of SDSC-SP2 (from its 5,000th), moved so the last ended a day
-    ago: Model Promotion looks at the last 30 days of history."""
+    """``count`` finished jobs of SDSC-SP2 (from its 5,000th), moved by whole weeks so the
+    last ended 1-8 days ago (Model Promotion looks at the last 30 days of history; the
+    hour of the day and the day of the week, which the history estimator reads, stay)."""
     from agents.promotion import usable
     from tools.traces import read_swf
 
@@ -216,7 +217,8 @@ def sdsc_jobs(shared_data: Path, count: int = 400) -> list[JobRecord]:
     records = sorted((r for r in records if usable(r)), key=lambda r: r.end_time or r.submit_time)
     records = records[:count]
     assert records[-1].end_time is not None
-    offset = datetime.now(UTC) - timedelta(days=1) - records[-1].end_time
+    week = timedelta(days=7)
+    offset = (datetime.now(UTC) - timedelta(days=1) - records[-1].end_time) // week * week
     return [
         r.model_copy(
             update={
