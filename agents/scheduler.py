@@ -524,6 +524,7 @@ class Scheduler(Agent[SchedulerObservation]):
             update={
                 "user": plan.spec.user,
                 "account": plan.spec.account,
+                "application": _application(plan),
                 "requested_nodes": option.nodes if option else None,
                 "requested_cores": option.nodes * option.cores_per_node if option else None,
                 "requested_gpus": option.nodes * option.gpus_per_node if option else None,
@@ -1122,6 +1123,12 @@ def _final_state(state: str | None, status: PlanStatus) -> str | None:
         PlanStatus.COMPLETED: "completed",
         PlanStatus.CANCELLED: "cancelled",
     }.get(status, state)
+
+
+def _application(plan: Plan) -> str:
+    """What history learns a job as: the application (or model), not the job's unique name."""
+    workload = plan.spec.workload
+    return workload.model if isinstance(workload, DNNTraining) else workload.application
 
 
 async def _find_by_name(executor: Executor, name: str) -> str | None:

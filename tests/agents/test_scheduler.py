@@ -132,6 +132,11 @@ async def test_an_out_of_memory_job_is_resubmitted_with_more_memory_and_complete
     assert decisions[1].memory_mb == 3072
     assert "ran out of memory with 2.0 GB" in decisions[1].reason
     assert "attempt 1 of 3" in decisions[1].reason
+    # history learns both jobs as the application and the user, not as job names
+    for segment in jobs:
+        assert segment.job_id is not None
+        record = await center.kb.get_job("testcluster", segment.job_id)
+        assert (record.application, record.user) == ("lmp", "bob")
 
 
 async def test_a_job_that_can_never_fit_stops_with_an_explanation_after_bounded_attempts(
