@@ -24,6 +24,7 @@ from tools.estimators import (
     replay,
     score,
 )
+from tools.estimators.history import SAFE_WEIGHTS
 from tools.traces import read_swf
 
 KTH = "KTH-SP2-1996-2.1-cln.swf.gz"
@@ -38,6 +39,8 @@ QUICK = HistoryConfig(
     threads=1,
 )
 NEVER_TRAINS = HistoryConfig(first_train_jobs=10**9)
+# QUICK, with the safe weight re-chosen every 50 finished jobs between retrains.
+RECALIBRATING = QUICK.model_copy(update={"recalibrate_jobs": 50})
 
 
 def _kth_jobs(shared_data: Path, limit: int | None = None) -> list[HistoryJob]:
@@ -128,7 +131,10 @@ def test_a_feature_row_never_reads_the_jobs_own_outcome() -> None:
     )
 
 
-def test_replayed_predictions_do_not_change_when_the_future_changes(shared_data: Path) -> None:
+@pytest.mark.parametrize("config", [QUICK, RECALIBRATING], ids=["retrains", "recalibrates"])
+def test_replayed_predictions_do_not_change_when_the_future_changes(
+    shared_data: Path, config: HistoryConfig
+) -> None:
     jobs = _kth_jobs(shared_data, 2000)
     ordered = sorted(jobs, key=lambda job: job.submit_time_s)
     cut_s = ordered[1400].submit_time_s
@@ -139,7 +145,7 @@ def test_replayed_predictions_do_not_change_when_the_future_changes(shared_data:
         else job
         for job in jobs
     ]
-    before, after = replay(jobs, QUICK), replay(changed, QUICK)
+    before, after = replay(jobs, config), replay(changed, config)
     assert before.retrains >= 3
     earlier = np.array([job.submit_time_s < cut_s for job in before.jobs])
     for name in ("runtime_estimate_s", "runtime_p50_s", "runtime_safe_s"):
@@ -196,6 +202,37 @@ def test_a_user_with_short_jobs_and_one_with_long_jobs_get_their_own_estimates()
         interval = prediction.runtime_interval()
         assert interval.high == prediction.runtime_safe_s
         assert interval.coverage == pytest.approx(0.96)
+
+
+def test_the_safe_request_is_tight_for_steady_jobs_and_the_limit_for_erratic_ones() -> None:
+    rng = random.Random(7)
+    history = [
+        _job(i, "steady", 1000.0 * rng.uniform(0.95, 1.05))
+        if i % 2
+        # Half of these fail within a minute, half run into their 20,000 s limit.
+        else _job(i, "erratic", rng.choice([30.0, 20_000.0]))
+        for i in range(800)
+    ]
+    estimator = HistoryEstimator(QUICK)
+    estimator.learn_history(history)
+    assert estimator.model is not None
+    steady = estimator.predict(_job(900, "steady", 0.0))
+    erratic = estimator.predict(_job(901, "erratic", 0.0))
+    assert 1050 <= steady.runtime_safe_s < 4000
+    assert erratic.runtime_safe_s >= 20_000
+
+
+def test_recalibration_keeps_the_trees_and_rechooses_only_the_safe_weight() -> None:
+    estimator = HistoryEstimator(RECALIBRATING)
+    estimator.learn_history(_job(i, f"u{i % 3}", 100.0 * (1 + i % 7)) for i in range(200))
+    trained = estimator.model
+    assert trained is not None and trained.version == 1
+    estimator.learn_history(_job(i, f"u{i % 3}", 100.0 * (1 + i % 7)) for i in range(200, 250))
+    recalibrated = estimator.model
+    assert recalibrated is not trained  # a new snapshot: predictions before it keep theirs
+    assert recalibrated.candidates is trained.candidates
+    assert recalibrated.version == trained.version
+    assert recalibrated.safe_weight in SAFE_WEIGHTS
 
 
 def test_before_any_training_it_falls_back_to_easy_plus_plus_and_the_request() -> None:
@@ -263,7 +300,9 @@ def test_default_model_on_a_kth_slice_beats_last_two_and_keeps_safe_under_rate_l
     safe = score(model.runtime_safe_s[scored], run)
     assert kth_slice.retrains >= 1
     assert estimate.accuracy > last2.accuracy
+    assert np.array_equal(model.runtime_p50_s, model.runtime_estimate_s)
     assert safe.under_rate < 0.1
+    assert safe.accuracy > score(kth_slice.user_request_s[scored], run).accuracy
     assert np.all(model.runtime_p50_s <= model.runtime_safe_s)
     assert not kth_slice.memory_enabled  # KTH records no memory
     assert all(math.isfinite(v) for v in model.runtime_estimate_s)

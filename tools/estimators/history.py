@@ -1,11 +1,13 @@
 """The online history estimator: a batch job's run time (and memory) from the center's past.
 
-For any job, at its submit time, it gives three run times:
+For any job, at its submit time, it gives two run times:
 
-- ``estimate``: for backfilling, the value with the best expected Tsafrir accuracy;
-- ``p50``: the median;
-- ``safe``: an upper quantile to request as walltime (calibrated so that about
-  ``target_under_rate``, 4 %, of jobs run longer), never past the request plus grace.
+- ``p50`` (also ``estimate``): for backfilling, the value with the best expected Tsafrir
+  accuracy (min(p, r) / max(p, r)). Named p50 after the issue's key; it is not the
+  median: run times are bimodal (a job fails in a minute or runs to its limit), and the
+  point that maximizes expected min/max accuracy sits on a mode, not between them;
+- ``safe``: the walltime to request, chosen job by job so that about
+  ``target_under_rate`` (4 %) of jobs run longer, never past the request plus grace.
 
 What it learns from (online: nothing from the future). Features come from
 :class:`~tools.estimators.features.FeatureState` at the job's submit time: the request,
@@ -23,37 +25,46 @@ retrain's cost; periodic rather than incremental because boosted trees do not up
 row at a time, and because a model that is fixed between retrains can predict a whole
 batch at once, which is what makes a 200,000-job replay take a minute.
 
-The models (XGBoost, ``hist``, one snapshot of all three at a time):
+The model (XGBoost, ``hist``, one snapshot at a time) scores candidates. Each job has
+``len(CANDIDATES) + len(SAFE_CANDIDATES)`` candidate run times: past run times of the
+user and of narrower keys (the last run, the mean of the last two, the last run with
+the same request, the median of five, the same shape's last run...), the request, the
+request times the user's recent ratio, and larger values for the safe request (the
+user's longest recent run times 1.5 to 3, EASY++ times 2 and 4, the request plus grace).
+One multi-output regression predicts, for every candidate c, two things: its expected
+accuracy exp(-|log c - log r|) and its coverage P(r <= c).
 
-- ``estimate`` picks among candidates (``CANDIDATES``: the user's last run, the mean of the
-  last two, the last run of the same request, the median of five, the request...). A
-  multi-output regression predicts each candidate's accuracy (exp(-|log p - log r|)) and
-  the best is taken. Tsafrir's accuracy rewards being close to the run time that happens,
-  and run times are bimodal (a job fails in a minute or runs to its limit): a regression
-  to the middle scores badly on both modes, a chosen past value scores well on one.
-- ``p50`` and ``safe``: one quantile model, ``objective="reg:quantileerror"`` with
-  ``quantile_alpha=[0.5, safe_quantile]``, on log(run time) (the loss is relative, as the
-  accuracy is). Each quantile starts from a base margin and learns the correction: the
-  median from the chosen estimate, the upper quantile from EASY++.
-- The safe quantile is then calibrated (split conformal): at each retrain the outgoing
-  model's upper quantiles on the jobs that finished since it was trained (data it never
-  saw), pooled over the last ``calibration_jobs``, give the log margin that leaves
-  ``target_under_rate`` of them under-predicted. The first model is calibrated on a
-  held-out fifth of its window. Quantile regression alone under-covers under drift.
+- ``p50`` is the estimate-candidate (``CANDIDATES``) with the highest expected accuracy.
+  A regression of the run time (squared, quantile or robust loss, with or without a base
+  margin) lands between the modes and scores worse on both: 0.03 to 0.06 lower measured.
+- ``safe`` spends an under-prediction budget where it buys the most accuracy: the
+  candidate that maximizes ``accuracy - weight x (1 - coverage)``, never below ``p50``.
+  The weight (one number per snapshot, a Lagrange multiplier) is calibrated online, split
+  conformal style: at each retrain the outgoing snapshot's choices on the jobs that
+  finished after it was trained (data it never saw), pooled over the last
+  ``calibration_jobs``, give for each weight of a fixed grid the share of jobs
+  under-predicted; the smallest weight that leaves at most ``target_under_rate`` is kept.
+  Jobs whose history is tight get a tight request; jobs that may run to their limit get
+  the limit. A uniform upper quantile plus a margin gives every job the same coverage,
+  and pays for the unpredictable jobs with the predictable ones' accuracy. The first
+  snapshot is calibrated on a held-out fifth of its window.
 
-The safe-request rule. A safe request never exceeds the user's request plus the grace the
-scheduler allows: the job is killed there anyway, so asking for more cannot help it and
-hurts backfilling. But the cap is not the bare request: in these traces jobs run past
-their requests (SDSC-SP2 7 %, a median 33 s past, the kill's delay; LANL-CM5 a third of
-its jobs by a median 990 s, since the CM5 did not enforce requests), and with a cap at the
-request every such job is an under-prediction by construction (the request itself
-under-predicts 7-9 % of SDSC and CTC jobs). ``grace_s`` is learned: the smallest
-allowance past the request that leaves at most half the under budget (2 %) of the window's
-jobs beyond it (about a minute on SDSC, 0 on KTH, hours on LANL). A caller wanting the
-strict cap takes ``min(safe, request)``; the benchmark reports both. The estimate and the
-median are capped the same way (Tsafrir's rule for EASY++).
+The cap. No prediction exceeds the user's request plus the grace the scheduler allows:
+the job is killed there anyway, so asking for more cannot help it and hurts backfilling.
+But the cap is not the bare request: in these traces jobs run past their requests
+(SDSC-SP2 7 %, a median 33 s past, the kill's delay; LANL-CM5 a third of its jobs by a
+median 990 s, since the CM5 did not enforce requests), and with a cap at the request
+every such job is an under-prediction by construction (the request itself
+under-predicts 7-9 % of SDSC and CTC jobs). The graces are learned from the window: for
+``p50``, the smallest allowance past the request that leaves at most half the under
+budget (2 %) of the jobs beyond it (about a minute on SDSC, 0 on KTH, hours on LANL); for
+``safe``, one that leaves an eighth of it (0.5 %), so that the allowance itself uses
+little of the budget. A caller wanting the strict cap takes ``min(safe, request)``; the
+benchmark reports both.
 
-Memory (KB per processor) is predicted by a quantile model of its own where the history has
+Memory (KB per processor) is predicted by a quantile model of its own
+(``objective="reg:quantileerror"``, ``quantile_alpha=[0.5, safe_quantile]`` on log used
+memory, its upper quantile calibrated by a conformal margin) where the history has
 used memory that is not the request echoed back (HPC2N's trace copies the request into the
 used field: when at least half the finished jobs with both show used == requested, the
 memory model stays off). It is not capped at the request: on LANL-CM5, the one trace that
@@ -65,6 +76,7 @@ two run times capped at the request, else the request) and to the request as saf
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections import deque
@@ -82,6 +94,8 @@ from tools.estimators.features import FEATURE_NAMES, FeatureState, HistoryJob
 
 __all__ = [
     "CANDIDATES",
+    "SAFE_CANDIDATES",
+    "SAFE_WEIGHTS",
     "HistoryConfig",
     "HistoryEstimator",
     "HistoryPrediction",
@@ -91,6 +105,7 @@ __all__ = [
 ]
 
 FloatArray = NDArray[np.float64]
+BoolArray = NDArray[np.bool_]
 
 _COL = {name: index for index, name in enumerate(FEATURE_NAMES)}
 _REQ_TIME = _COL["log_requested_time"]
@@ -105,6 +120,9 @@ _DEFAULT_LOG_RUN = math.log(3600.0)
 _FLOOR = 1.0
 # Margins past e^2 (7x) say the model is lost, not that the margin should grow further.
 _MARGIN_BOUNDS = (-1.0, 2.0)
+# Training rows are float32: a log time read back from one is off by up to 2 ulps (about
+# 2e-6 at log 3600), enough to call a job that ran exactly to its request uncovered.
+_LOG_TOLERANCE = 2e-6
 
 CANDIDATES: tuple[str, ...] = (
     "user_request_last_log_run",
@@ -121,10 +139,36 @@ CANDIDATES: tuple[str, ...] = (
     "requested_time",
     "requested_time_times_user_ratio",
 )
-"""What the estimate picks from: past run times (named by their feature), the request, and
+"""What ``p50`` picks from: past run times (named by their feature), the request, and
 the request scaled by the user's recent run/request ratio; in log s, a missing one filled
 with the user's last run (else the request), all capped like every prediction."""
 _CANDIDATE_COLUMNS = [_COL[name] for name in CANDIDATES[:-2]]
+_MAX10 = CANDIDATES.index("user_max10_log_run")
+_REQUEST_LAST = CANDIDATES.index("user_request_last_log_run")
+_LAST = CANDIDATES.index("user_last_log_run")
+_REQUESTED = CANDIDATES.index("requested_time")
+
+SAFE_CANDIDATES: tuple[str, ...] = (
+    "user_max10_x1.5",
+    "user_max10_x2",
+    "user_max10_x3",
+    "easy_x2",
+    "easy_x4",
+    "user_request_last_x1.5",
+    "user_last_x2",
+    "requested_time_x0.75",
+    "requested_time_plus_grace",
+    "requested_time_plus_safe_grace",
+)
+"""Larger values ``safe`` may also pick (after ``CANDIDATES``): multiples of the user's
+longest recent run, of EASY++ (``easy``), of the last run with the same request and of
+the last run, three quarters of the request, and the two caps."""
+_SAFE_STEPS = (math.log(1.5), math.log(2.0), math.log(3.0))
+
+SAFE_WEIGHTS: tuple[float, ...] = (0.0, *np.geomspace(0.1, 1000.0, 41).tolist(), 1e9)
+"""The grid the safe request's weight is calibrated on: from 0 (the accuracy alone) to
+1e9 (coverage alone: the request plus the safe grace)."""
+_WEIGHTS = np.asarray(SAFE_WEIGHTS)
 
 
 class HistoryConfig(BaseModel):
@@ -132,7 +176,9 @@ class HistoryConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    safe_quantile: float = Field(default=0.95, gt=0.5, lt=1)
+    safe_quantile: float = Field(
+        default=0.95, gt=0.5, lt=1, description="The memory model's upper quantile"
+    )
     target_under_rate: float = Field(
         default=0.04, gt=0, lt=0.5, description="What the safe value's calibration aims for"
     )
@@ -143,10 +189,17 @@ class HistoryConfig(BaseModel):
     )
     window_jobs: int = Field(default=20000, ge=10)
     calibration_jobs: int = Field(default=4000, ge=10)
-    estimate_trees: int = Field(default=40, ge=1)
-    quantile_trees: int = Field(default=60, ge=1)
-    max_depth: int = Field(default=6, ge=1)
-    learning_rate: float = Field(default=0.15, gt=0, le=1)
+    recalibrate_jobs: int = Field(
+        default=1000,
+        ge=0,
+        description="Between retrains, re-choose the safe weight after this many jobs end",
+    )
+    estimate_trees: int = Field(default=20, ge=1, description="The candidate model's rounds")
+    estimate_depth: int = Field(default=4, ge=1)
+    estimate_learning_rate: float = Field(default=0.3, gt=0, le=1)
+    quantile_trees: int = Field(default=60, ge=1, description="The memory model's rounds")
+    max_depth: int = Field(default=6, ge=1, description="The memory model's depth")
+    learning_rate: float = Field(default=0.15, gt=0, le=1, description="The memory model's")
     # One thread: on a shared machine, OpenMP threads that wait for a busy core stall a
     # retrain from 1 s to 20 s; one thread costs little and stays predictable.
     threads: int = Field(default=1, ge=1)
@@ -162,7 +215,9 @@ class HistoryPrediction(BaseModel):
     runtime_estimate_s: float = Field(
         ge=0, description="For backfilling: the candidate with the best expected accuracy"
     )
-    runtime_p50_s: float = Field(ge=0, description="Median")
+    runtime_p50_s: float = Field(
+        ge=0, description="The same point (the issue's p50): best expected accuracy"
+    )
     runtime_safe_s: float = Field(ge=0, description="Walltime to request")
     safe_coverage: float = Field(gt=0, lt=1, description="Intended P(run <= safe)")
     memory_p50_kb_per_proc: float | None = Field(default=None, ge=0)
@@ -192,14 +247,18 @@ class PredictionBatch:
 
 @dataclass(frozen=True, slots=True)
 class QuantileModel:
-    """One trained snapshot: fixed until the next retrain replaces it (never mutated)."""
+    """One trained snapshot: fixed until the next retrain replaces it (never mutated).
 
-    estimate: xgb.Booster
-    runtime: xgb.Booster
+    ``candidates`` predicts each candidate's expected accuracy, then its coverage;
+    ``safe_weight`` is the calibrated price of coverage (see the module docstring).
+    """
+
+    candidates: xgb.Booster
     memory: xgb.Booster | None
-    runtime_margin_log: float
+    safe_weight: float
     memory_margin_log: float
     grace_s: float
+    safe_grace_s: float
     version: int
     trained_on_jobs: int
 
@@ -232,62 +291,104 @@ def candidate_logs(rows: FloatArray, cap_log: FloatArray) -> FloatArray:
     return np.maximum(np.minimum(np.stack(columns, axis=1), cap_log[:, None]), 0.0)
 
 
-def _estimate_inputs(rows: FloatArray, candidates: FloatArray, base: FloatArray) -> FloatArray:
+@dataclass(frozen=True, slots=True)
+class _Candidates:
+    """Every candidate of a set of rows (log s) and the model's inputs for them."""
+
+    values: FloatArray  # CANDIDATES, then SAFE_CANDIDATES
+    inputs: NDArray[np.float32]
+    cap_log: FloatArray
+    safe_cap_log: FloatArray
+
+
+def _candidates(rows: FloatArray, grace_s: float, safe_grace_s: float) -> _Candidates:
+    cap_log = _cap_log(rows, grace_s)
+    safe_cap_log = _cap_log(rows, max(grace_s, safe_grace_s))
+    base = _base_log(rows, cap_log)
+    estimates = candidate_logs(rows, cap_log)
+    longest = estimates[:, _MAX10]
+    # Where there is no request the caps are +inf: the request's place is the fallback's.
+    requested = estimates[:, _REQUESTED]
+    larger = np.stack(
+        [
+            *(longest + step for step in _SAFE_STEPS),
+            base + math.log(2.0),
+            base + math.log(4.0),
+            estimates[:, _REQUEST_LAST] + math.log(1.5),
+            estimates[:, _LAST] + math.log(2.0),
+            requested + math.log(0.75),
+            np.where(np.isfinite(cap_log), cap_log, requested),
+            np.where(np.isfinite(safe_cap_log), safe_cap_log, requested),
+        ],
+        axis=1,
+    )
+    larger = np.maximum(np.minimum(larger, safe_cap_log[:, None]), 0.0)
+    values = np.hstack([estimates, larger])
     # Each candidate relative to EASY++, so the trees see "how far from the usual guess".
-    return np.hstack([rows, candidates - base[:, None]])
+    inputs = np.hstack([rows, values - base[:, None]]).astype(np.float32)
+    return _Candidates(values, inputs, cap_log, safe_cap_log)
 
 
-def _chosen(
-    estimate: xgb.Booster, inputs: NDArray[np.float32], candidates: FloatArray
+def _scores(model: xgb.Booster, candidates: _Candidates) -> tuple[FloatArray, FloatArray]:
+    """Each candidate's predicted accuracy and coverage."""
+    out = np.asarray(model.inplace_predict(candidates.inputs), dtype=np.float64)
+    width = candidates.values.shape[1]
+    return out[:, :width], out[:, width:]
+
+
+def _estimate_log(accuracy: FloatArray, values: FloatArray) -> FloatArray:
+    """The estimate-candidate with the best predicted accuracy, row by row."""
+    picked = accuracy[:, : len(CANDIDATES)].argmax(axis=1)
+    return np.asarray(values[np.arange(len(values)), picked], dtype=np.float64)
+
+
+def _safe_log(
+    accuracy: FloatArray,
+    coverage: FloatArray,
+    candidates: _Candidates,
+    estimate_log: FloatArray,
+    weight: float,
 ) -> FloatArray:
-    """The candidate (log s) with the best predicted accuracy, row by row."""
-    expected = np.asarray(estimate.inplace_predict(inputs), dtype=np.float64)
-    picked = candidates[np.arange(len(candidates)), expected.argmax(axis=1)]
-    return np.asarray(picked, dtype=np.float64)
+    """The candidate worth the most at this price of coverage, never below the estimate."""
+    picked = (accuracy - weight * (1.0 - coverage)).argmax(axis=1)
+    safe = candidates.values[np.arange(len(picked)), picked]
+    return np.asarray(np.minimum(np.maximum(safe, estimate_log), candidates.safe_cap_log))
 
 
 def predict_rows(model: QuantileModel | None, rows: NDArray[np.floating]) -> PredictionBatch:
     """Predictions for feature rows (from ``FeatureState.row``) with one model snapshot."""
     # float32 for the trees, as in training; float64 for the arithmetic.
     values = np.asarray(rows, dtype=np.float64)
-    rows32 = values.astype(np.float32)
-    grace_s = 0.0 if model is None else model.grace_s
-    cap_log = _cap_log(values, grace_s)
-    base = _base_log(values, cap_log)
     if model is None:
-        estimate_log = base
-        p50_log = base
+        cap_log = _cap_log(values, 0.0)
+        estimate_log = _base_log(values, cap_log)
         # The request, else a wide guess.
-        safe_log = _fill(values[:, _REQ_TIME], base + math.log(4.0))
-    else:
-        candidates = candidate_logs(values, cap_log)
-        inputs = _estimate_inputs(values, candidates, base).astype(np.float32)
-        estimate_log = _chosen(model.estimate, inputs, candidates)
-        quantiles = np.asarray(
-            model.runtime.inplace_predict(
-                inputs, base_margin=np.stack([estimate_log, base], axis=1)
-            ),
-            dtype=np.float64,
+        safe_log = np.maximum(
+            _fill(values[:, _REQ_TIME], estimate_log + math.log(4.0)), estimate_log
         )
-        p50_log = quantiles[:, 0]
-        safe_log = quantiles[:, 1] + model.runtime_margin_log
-    estimate_log = np.maximum(np.minimum(estimate_log, cap_log), 0.0)
-    p50_log = np.maximum(np.minimum(p50_log, cap_log), 0.0)
-    # A safe request below the median or the estimate would contradict them.
-    safe_log = np.minimum(np.maximum(safe_log, np.maximum(p50_log, estimate_log)), cap_log)
+    else:
+        candidates = _candidates(values, model.grace_s, model.safe_grace_s)
+        accuracy, coverage = _scores(model.candidates, candidates)
+        estimate_log = np.maximum(
+            np.minimum(_estimate_log(accuracy, candidates.values), candidates.cap_log), 0.0
+        )
+        safe_log = _safe_log(accuracy, coverage, candidates, estimate_log, model.safe_weight)
     requested_mem = np.exp(values[:, _REQ_MEM])
     if model is not None and model.memory is not None:
-        mem = np.asarray(model.memory.inplace_predict(rows32), dtype=np.float64)
+        mem = np.asarray(model.memory.inplace_predict(values.astype(np.float32)), dtype=np.float64)
         mem_p50 = np.maximum(np.exp(mem[:, 0]), _FLOOR)
         mem_safe = np.maximum(np.exp(mem[:, 1] + model.memory_margin_log), mem_p50)
     else:
         # Without a memory model: the user's last used memory, else the request.
         mem_p50 = _fill(np.exp(values[:, _USER_LAST_MEM]), requested_mem)
         mem_safe = np.fmax(mem_p50, requested_mem)
+    estimate_s = np.exp(estimate_log)
     return PredictionBatch(
-        runtime_estimate_s=np.exp(estimate_log),
-        runtime_p50_s=np.exp(p50_log),
-        runtime_safe_s=np.exp(safe_log),
+        runtime_estimate_s=estimate_s,
+        runtime_p50_s=estimate_s,
+        # Whole seconds (a walltime): exp(log(request)) can land a hair below the request,
+        # which would count a job that ran exactly to it as under-predicted.
+        runtime_safe_s=np.maximum(np.round(np.exp(safe_log)), estimate_s),
         memory_p50_kb_per_proc=mem_p50,
         memory_safe_kb_per_proc=mem_safe,
     )
@@ -338,12 +439,16 @@ def _margin(needed_log: FloatArray, target_under_rate: float) -> float:
     """The log margin that leaves ``target_under_rate`` of ``needed_log`` uncovered."""
     if needed_log.size == 0:
         return 0.0
-    # +inf marks jobs no margin can cover (they ran past the cap); they still count.
     value = float(np.quantile(needed_log, 1.0 - target_under_rate, method="higher"))
-    if not math.isfinite(value):
-        finite = needed_log[np.isfinite(needed_log)]
-        value = float(finite.max()) if finite.size else 0.0
     return min(max(value, _MARGIN_BOUNDS[0]), _MARGIN_BOUNDS[1])
+
+
+def _weight(under: BoolArray, target_under_rate: float) -> float:
+    """The smallest weight of the grid whose choices left at most the target uncovered."""
+    if len(under) == 0:
+        return SAFE_WEIGHTS[-1]
+    meeting = np.flatnonzero(under.mean(axis=0) <= target_under_rate)
+    return float(_WEIGHTS[meeting[0]]) if meeting.size else SAFE_WEIGHTS[-1]
 
 
 class HistoryEstimator:
@@ -365,7 +470,9 @@ class HistoryEstimator:
         self._since_train = 0
         self._seen = 0
         self._trained_upto = 0  # buffer rows the current model was trained on
-        self._runtime_needed: deque[float] = deque(maxlen=self.config.calibration_jobs)
+        self._calibrated_upto = 0  # buffer rows whose outcomes are in the calibration pool
+        # Out-of-sample outcomes, newest last: under-predicted at each of SAFE_WEIGHTS.
+        self._safe_under = np.zeros((0, len(SAFE_WEIGHTS)), dtype=np.bool_)
         self._memory_needed: deque[float] = deque(maxlen=self.config.calibration_jobs)
         self._memory_known = 0
         self._memory_echoed = 0
@@ -413,6 +520,12 @@ class HistoryEstimator:
             due = self._since_train >= every
         if due:
             self.retrain()
+        elif (
+            self.model is not None
+            and self.config.recalibrate_jobs
+            and self._buffer.size - self._calibrated_upto >= self.config.recalibrate_jobs
+        ):
+            self.recalibrate()
 
     def learn_history(self, jobs: Iterable[HistoryJob]) -> int:
         """Learn from past finished jobs, replayed as they happened; returns how many.
@@ -463,43 +576,62 @@ class HistoryEstimator:
         config = self.config
         end = self._buffer.size
         start = max(0, end - config.window_jobs)
-        grace_s = self._grace_s(self._buffer.labels[start:end])
+        window = self._buffer.labels[start:end]
+        grace_s = self._grace_s(window, config.target_under_rate / 2)
+        safe_grace_s = self._grace_s(window, config.target_under_rate / 8)
         previous = self.model
         if previous is not None:
-            self._collect_calibration(previous, self._trained_upto)
+            self._collect_calibration(previous, self._calibrated_upto)
         else:
             # No model has met unseen jobs yet: fit one without the latest fifth and
             # calibrate on that fifth, so the first model is calibrated too.
             split = start + (end - start) * 4 // 5
-            self._collect_calibration(self._fit(start, split, grace_s, version=0), split)
+            held_out = self._fit(start, split, grace_s, safe_grace_s, version=0)
+            self._collect_calibration(held_out, split)
         self.model = self._fit(
-            start, end, grace_s, version=(previous.version + 1) if previous is not None else 1
+            start,
+            end,
+            grace_s,
+            safe_grace_s,
+            version=(previous.version + 1) if previous is not None else 1,
         )
         self._since_train = 0
         self._trained_upto = end
+        self._calibrated_upto = end
         return self.model
 
-    def _fit(self, start: int, end: int, grace_s: float, version: int) -> QuantileModel:
+    def recalibrate(self) -> QuantileModel:
+        """The same trees with the safe weight re-chosen on the latest unseen outcomes."""
+        if self.model is None:
+            raise RuntimeError("recalibrate: no model has been trained yet")
+        self._collect_calibration(self.model, self._calibrated_upto)
+        self._calibrated_upto = self._buffer.size
+        self.model = dataclasses.replace(
+            self.model, safe_weight=_weight(self._safe_under, self.config.target_under_rate)
+        )
+        return self.model
+
+    def _fit(
+        self, start: int, end: int, grace_s: float, safe_grace_s: float, version: int
+    ) -> QuantileModel:
         config = self.config
         rows32 = self._buffer.rows[start:end]
-        rows = rows32.astype(np.float64)
         labels = self._buffer.labels[start:end]
-        cap_log = _cap_log(rows, grace_s)
-        base = _base_log(rows, cap_log)
-        candidates = candidate_logs(rows, cap_log)
-        # Each candidate's accuracy (min/max ratio = exp(-|log difference|)) as the label.
-        accuracy = np.exp(-np.abs(candidates - labels[:, :1]))
-        inputs = _estimate_inputs(rows, candidates, base).astype(np.float32)
-        estimate = xgb.train(
-            _params(config, objective="reg:squarederror"),
-            xgb.DMatrix(inputs, label=accuracy),
+        candidates = _candidates(rows32.astype(np.float64), grace_s, safe_grace_s)
+        log_run = labels[:, :1]
+        # Each candidate's accuracy (min/max ratio = exp(-|log difference|)) and whether
+        # it covered the run: the model's two blocks of outputs.
+        accuracy = np.exp(-np.abs(candidates.values - log_run))
+        covered = (log_run <= candidates.values + _LOG_TOLERANCE).astype(np.float64)
+        scorer = xgb.train(
+            _params(
+                config,
+                objective="reg:squarederror",
+                max_depth=config.estimate_depth,
+                eta=config.estimate_learning_rate,
+            ),
+            xgb.DMatrix(candidates.inputs, label=np.hstack([accuracy, covered])),
             num_boost_round=config.estimate_trees,
-        )
-        chosen = _chosen(estimate, inputs, candidates)
-        runtime = xgb.train(
-            _quantile_params(config),
-            xgb.DMatrix(inputs, label=labels[:, 0], base_margin=np.stack([chosen, base], axis=1)),
-            num_boost_round=config.quantile_trees,
         )
         memory = None
         known = ~np.isnan(labels[:, 1])
@@ -511,49 +643,50 @@ class HistoryEstimator:
                 num_boost_round=config.quantile_trees,
             )
         return QuantileModel(
-            estimate=estimate,
-            runtime=runtime,
+            candidates=scorer,
             memory=memory,
-            runtime_margin_log=_margin(
-                np.fromiter(self._runtime_needed, dtype=np.float64), config.target_under_rate
-            ),
+            safe_weight=_weight(self._safe_under, config.target_under_rate),
             memory_margin_log=_margin(
                 np.fromiter(self._memory_needed, dtype=np.float64), config.target_under_rate
             ),
             grace_s=grace_s,
+            safe_grace_s=safe_grace_s,
             version=version,
             trained_on_jobs=end - start,
         )
 
     # --- inside --------------------------------------------------------------------------
 
-    def _grace_s(self, labels: FloatArray) -> float:
-        """The allowance past the request that leaves at most half the under budget past it."""
+    @staticmethod
+    def _grace_s(labels: FloatArray, beyond: float) -> float:
+        """The allowance past the request that leaves at most ``beyond`` of jobs past it."""
         over = labels[:, 3] - labels[:, 2]
         over = over[~np.isnan(over)]
         if over.size == 0:
             return 0.0
-        return max(0.0, float(np.quantile(over, 1.0 - self.config.target_under_rate / 2)))
+        return max(0.0, float(np.quantile(over, 1.0 - beyond)))
 
     def _collect_calibration(self, model: QuantileModel, since: int) -> None:
-        """Out-of-sample margins of ``model`` on the jobs that ended after its training."""
+        """How ``model`` did on the jobs that ended after its training (unseen by it)."""
         rows32 = self._buffer.rows[since : self._buffer.size]
         labels = self._buffer.labels[since : self._buffer.size]
         if len(rows32) == 0:
             return
-        rows = rows32.astype(np.float64)
-        cap_log = _cap_log(rows, model.grace_s)
-        base = _base_log(rows, cap_log)
-        candidates = candidate_logs(rows, cap_log)
-        inputs = _estimate_inputs(rows, candidates, base).astype(np.float32)
-        chosen = _chosen(model.estimate, inputs, candidates)
-        raw = np.asarray(
-            model.runtime.inplace_predict(inputs, base_margin=np.stack([chosen, base], axis=1)),
-            dtype=np.float64,
-        )[:, 1]
-        # A job that ran past request + grace cannot be covered by any margin: +inf.
-        coverable = np.isnan(labels[:, 2]) | (labels[:, 3] <= labels[:, 2] + model.grace_s)
-        self._runtime_needed.extend(np.where(coverable, labels[:, 0] - raw, np.inf).tolist())
+        candidates = _candidates(rows32.astype(np.float64), model.grace_s, model.safe_grace_s)
+        accuracy, coverage = _scores(model.candidates, candidates)
+        estimate_log = np.maximum(
+            np.minimum(_estimate_log(accuracy, candidates.values), candidates.cap_log), 0.0
+        )
+        under = np.stack(
+            [
+                _safe_log(accuracy, coverage, candidates, estimate_log, weight) + _LOG_TOLERANCE
+                < labels[:, 0]
+                for weight in SAFE_WEIGHTS
+            ],
+            axis=1,
+        )
+        pooled = np.vstack([self._safe_under, under])
+        self._safe_under = pooled[-self.config.calibration_jobs :]
         if model.memory is not None:
             known = ~np.isnan(labels[:, 1])
             if known.any():
@@ -562,7 +695,7 @@ class HistoryEstimator:
 
     def _prediction(self, row: list[float]) -> HistoryPrediction:
         model = self.model
-        batch = predict_rows(model, np.asarray([row], dtype=np.float32))
+        batch = predict_rows(model, np.asarray([row], dtype=np.float64))
         mem_p50 = float(batch.memory_p50_kb_per_proc[0])
         mem_safe = float(batch.memory_safe_kb_per_proc[0])
         return HistoryPrediction(
