@@ -27,7 +27,13 @@ from knowledge_base.errors import RightsizeError
 from knowledge_base.store import KnowledgeBase
 from mcp_server.auth import HashedTokenVerifier, add_user
 from mcp_server.context import ServerDeps
-from mcp_server.server import DEFAULT_HOST, build_server, http_app, log_to_stderr
+from mcp_server.server import (
+    DEFAULT_HOST,
+    build_server,
+    freeze_startup_heap,
+    http_app,
+    log_to_stderr,
+)
 from rightsize.commands.center import running_center
 from rightsize.output import fail
 from rightsize.settings import Settings
@@ -85,7 +91,9 @@ async def _serve(
             )
         deps = deps_for(settings, bus=bus, allow_model_code=allow_model_code)
         if not http:
-            await build_server(deps).run_stdio_async()
+            server = build_server(deps)
+            freeze_startup_heap()
+            await server.run_stdio_async()
             return
         verifier = HashedTokenVerifier.from_file(settings.mcp_tokens_path())
         server = build_server(deps, verifier=verifier, host=host, port=port)
