@@ -34,9 +34,10 @@ user's longest recent run times 1.5 to 3, EASY++ times 2 and 4, the request plus
 One multi-output regression predicts, for every candidate c, two things: its expected
 accuracy exp(-|log c - log r|) and its coverage P(r <= c).
 
-- ``p50`` is the estimate-candidate (``CANDIDATES``) with the highest expected accuracy.
+- ``p50`` is the candidate with the highest expected accuracy.
   A regression of the run time (squared, quantile or robust loss, with or without a base
-  margin) lands between the modes and scores worse on both: 0.03 to 0.06 lower measured.
+  margin) lands between the modes and scores worse on both (docs/history.md: 0.01 to
+  0.12 lower on KTH and SDSC).
 - ``safe`` spends an under-prediction budget where it buys the most accuracy: the
   candidate that maximizes ``accuracy - weight x (1 - coverage)``, never below ``p50``.
   The weight (one number per snapshot, a Lagrange multiplier) is calibrated online, split
@@ -139,7 +140,7 @@ CANDIDATES: tuple[str, ...] = (
     "requested_time",
     "requested_time_times_user_ratio",
 )
-"""What ``p50`` picks from: past run times (named by their feature), the request, and
+"""What ``p50`` picks from, with ``SAFE_CANDIDATES``: past run times (named by their feature), the request, and
 the request scaled by the user's recent run/request ratio; in log s, a missing one filled
 with the user's last run (else the request), all capped like every prediction."""
 _CANDIDATE_COLUMNS = [_COL[name] for name in CANDIDATES[:-2]]
@@ -337,8 +338,8 @@ def _scores(model: xgb.Booster, candidates: _Candidates) -> tuple[FloatArray, Fl
 
 
 def _estimate_log(accuracy: FloatArray, values: FloatArray) -> FloatArray:
-    """The estimate-candidate with the best predicted accuracy, row by row."""
-    picked = accuracy[:, : len(CANDIDATES)].argmax(axis=1)
+    """The candidate with the best predicted accuracy, row by row."""
+    picked = accuracy.argmax(axis=1)
     return np.asarray(values[np.arange(len(values)), picked], dtype=np.float64)
 
 
