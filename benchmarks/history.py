@@ -9,9 +9,11 @@ Each trace runs through the real command, ``rightsize history-bench --trace F --
 in its own process, one trace at a time; "end-to-end s" is that process's wall time
 (interpreter start, imports, read, replay, score), "jobs/s" is jobs read over it.
 Predictors: the user's request, last-2 (EASY++, online: a user's last two *finished*
-jobs), the model's estimate, p50 and safe request, the safe request capped at the
-user's request, and last-2 in submit order (the published figures' variant, which uses
-run times not yet known at submit time; shown only to check the metric code).
+jobs), the model's p50 (the point with the best expected accuracy; the JSON's
+``model_estimate`` is the same point and is not repeated in the table) and safe request,
+the safe request capped at the user's request, and last-2 in submit order (the published
+figures' variant, which uses run times not yet known at submit time; shown only to check
+the metric code).
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ TRACES = REPO.parent / "shared" / "data" / "traces"
 PREDICTORS = [
     ("user_request", "user request"),
     ("last2", "last-2"),
-    ("model_estimate", "model estimate"),
     ("model_p50", "model p50"),
     ("model_safe", "model safe"),
     ("model_safe_at_request", "safe, capped at request"),

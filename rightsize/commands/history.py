@@ -18,8 +18,8 @@ __all__ = ["history_bench"]
 _LABELS = {
     "user_request": "user request",
     "last2": "last-2 (EASY++)",
-    "model_p50": "model p50",
-    "model_estimate": "model estimate",
+    "model_p50": "model p50 (best expected accuracy)",
+    "model_estimate": "model estimate (= p50)",
     "model_safe": "model safe",
     "model_safe_at_request": "model safe, capped at request",
     "last2_submit_order": "last-2 in submit order (sees the future)",

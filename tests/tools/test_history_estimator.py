@@ -218,7 +218,8 @@ def test_the_safe_request_is_tight_for_steady_jobs_and_the_limit_for_erratic_one
     assert estimator.model is not None
     steady = estimator.predict(_job(900, "steady", 0.0))
     erratic = estimator.predict(_job(901, "erratic", 0.0))
-    assert 1050 <= steady.runtime_safe_s < 4000
+    # Runs of 950-1,050 s: a safe request covers most of them and stays near them.
+    assert 1000 < steady.runtime_safe_s < 1500
     assert erratic.runtime_safe_s >= 20_000
 
 
@@ -230,7 +231,8 @@ def test_recalibration_keeps_the_trees_and_rechooses_only_the_safe_weight() -> N
     estimator.learn_history(_job(i, f"u{i % 3}", 100.0 * (1 + i % 7)) for i in range(200, 250))
     recalibrated = estimator.model
     assert recalibrated is not trained  # a new snapshot: predictions before it keep theirs
-    assert recalibrated.candidates is trained.candidates
+    assert recalibrated.accuracy is trained.accuracy
+    assert recalibrated.coverage is trained.coverage
     assert recalibrated.version == trained.version
     assert recalibrated.safe_weight in SAFE_WEIGHTS
 
