@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+
+# OpenMP's default spin-waiting turns XGBoost and torch into a crawl when another process
+# holds a core (a cross-hardware fit once needed 300 s instead of 0.3 s on a busy 2-core
+# machine); sleeping waiters cost nothing here. Set before anything loads libgomp.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import shutil
 import subprocess
 from collections.abc import AsyncIterator
