@@ -139,9 +139,25 @@ def bundle_records(bundle: EstimatorBundle, folder: Path) -> list[EstimatorRecor
                 "over_error": scores.over_error / 100,
                 "safety_factor": calibration.safety_factor,
                 "interval_widen_log": calibration.widen_log,
+                "interval_widen_low_log": (
+                    calibration.widen_log
+                    if calibration.widen_low_log is None
+                    else calibration.widen_low_log
+                ),
+                "interval_widen_high_log": (
+                    calibration.widen_log
+                    if calibration.widen_high_log is None
+                    else calibration.widen_high_log
+                ),
             }
             if scores.coverage is not None:
                 validation["coverage_p10_p90"] = scores.coverage
+            seen = meta.in_family.validation.get(target, {}).get(kind) if meta.in_family else None
+            if seen is not None:
+                validation["in_family_mape"] = seen.mape / 100
+                validation["in_family_under_rate"] = seen.under_rate
+                if seen.coverage is not None:
+                    validation["in_family_coverage_p10_p90"] = seen.coverage
             names = {
                 "blackbox": meta.blackbox_names,
                 "hybrid": meta.hybrid_names,
@@ -158,7 +174,8 @@ def bundle_records(bundle: EstimatorBundle, folder: Path) -> list[EstimatorRecor
                     artifact_path=str(folder),
                     features=list(names),
                     notes=(
-                        f"HARP DNN estimator ({kind}); validation rows {meta.validation_rows}; "
+                        f"HARP DNN estimator ({kind}); validation "
+                        f"({meta.validation_method or 'in family'}) rows {meta.validation_rows}; "
                         f"selected: {meta.selected.get(target) == kind}; domain: "
                         + (domain.model_dump_json() if domain else "{}")
                     ),
@@ -399,7 +416,7 @@ def estimate(
             covered = bundle is not None and _covered(bundle, option)
             if covered and bundle is not None:
                 predicted = bundle.predict([item], [data])
-                chosen = {t: bundle.meta.selected.get(t, "hybrid") for t in TARGETS}
+                chosen = {t: bundle.selected_kind(t, item.family) for t in TARGETS}
                 time_q = predicted["iteration_s"][chosen["iteration_s"]].quantiles[0]
                 memory_q = predicted["peak_memory_mb"][chosen["peak_memory_mb"]].quantiles[0]
                 ids = bundle_ids or {}
