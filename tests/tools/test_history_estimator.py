@@ -156,6 +156,16 @@ def test_replayed_predictions_do_not_change_when_the_future_changes(
     assert not np.array_equal(before.model.runtime_p50_s, after.model.runtime_p50_s)
 
 
+def test_the_replay_counts_retrains_and_recalibrations_apart(shared_data: Path) -> None:
+    jobs = _kth_jobs(shared_data, 1200)
+    only_retrains, both = replay(jobs, QUICK), replay(jobs, RECALIBRATING)
+    # Trained after 200 finished jobs, then every 200: the same trees in both runs.
+    assert only_retrains.retrains == both.retrains >= 3
+    assert only_retrains.recalibrations == 0
+    # Re-chosen every 50 jobs between retrains 200 apart: about three per retrain.
+    assert both.recalibrations >= 2 * both.retrains
+
+
 def test_the_estimator_learns_only_from_jobs_that_have_ended() -> None:
     estimator = HistoryEstimator(QUICK)
     jobs = [_job(i, f"u{i % 3}", 100.0 + i) for i in range(300)]

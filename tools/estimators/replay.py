@@ -95,7 +95,8 @@ class ReplayResult:
     model: PredictionBatch
     memory_last2_kb_per_proc: FloatArray
     memory_enabled: bool
-    retrains: int
+    retrains: int  # new trees
+    recalibrations: int  # the same trees with the safe weight re-chosen
 
 
 def _flush(
@@ -141,6 +142,7 @@ def replay(jobs: Iterable[HistoryJob], config: HistoryConfig | None = None) -> R
     indices: list[int] = []
     batch_model = estimator.model
     retrains = 0
+    recalibrations = 0
     for index, job in enumerate(ordered):
         while ending and ending[0][0] < job.submit_time_s:
             _, _, done = heapq.heappop(ending)
@@ -149,8 +151,11 @@ def replay(jobs: Iterable[HistoryJob], config: HistoryConfig | None = None) -> R
             memory_last2.observe(done)
             if estimator.model is not batch_model:
                 _flush(batch_model, rows, indices, out)
+                if batch_model is not None and estimator.model.version == batch_model.version:
+                    recalibrations += 1
+                else:
+                    retrains += 1
                 batch_model = estimator.model
-                retrains += 1
         requested[index] = _or_nan(user_request(job))
         easy[index] = _or_nan(last2.predict(job))
         memory_easy[index] = _or_nan(memory_last2.predict(job))
@@ -181,6 +186,7 @@ def replay(jobs: Iterable[HistoryJob], config: HistoryConfig | None = None) -> R
         memory_last2_kb_per_proc=memory_easy,
         memory_enabled=estimator.memory_enabled,
         retrains=retrains,
+        recalibrations=recalibrations,
     )
 
 
@@ -206,7 +212,10 @@ class BenchResult(BaseModel):
     jobs_read: int = Field(ge=0)
     lines_skipped: int = Field(ge=0)
     skipped_by_reason: dict[str, int] = Field(default_factory=dict)
-    retrains: int = Field(ge=0)
+    retrains: int = Field(ge=0, description="Models trained (new trees)")
+    recalibrations: int = Field(
+        ge=0, description="Safe weights re-chosen between retrains (same trees)"
+    )
     notes: list[str] = Field(default_factory=list)
 
 
@@ -281,5 +290,6 @@ def history_bench(
         lines_skipped=report.skipped,
         skipped_by_reason={str(reason): count for reason, count in report.by_reason.items()},
         retrains=result.retrains,
+        recalibrations=result.recalibrations,
         notes=notes,
     )
