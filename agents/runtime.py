@@ -75,6 +75,7 @@ __all__ = [
     "Observation",
     "RunnerSettings",
     "is_transient",
+    "settle",
 ]
 
 log = logging.getLogger(__name__)
@@ -317,6 +318,17 @@ class AgentRunner:
         if consumer is None:
             return {}
         return {str(tp): n for tp, n in (await consumer.lag()).items()}
+
+    async def idle(self) -> bool:
+        """Nothing left to consume (no lag) and nothing left to publish (empty outbox).
+
+        A runner that is starting is not idle: until its consumer joins, its lag is unknown.
+        """
+        if self._consumer is None and self._task is not None and not self._task.done():
+            return False
+        if sum((await self.lag()).values()):
+            return False
+        return not await self.kb.pending_outbox(self.name, limit=1)
 
     async def _refresh_lag(self, consumer: Consumer) -> None:
         now = time.monotonic()
@@ -646,3 +658,26 @@ def _decode(record: Record) -> tuple[str, Envelope | MalformedEventError]:
         raw_id = uuid.uuid5(uuid.NAMESPACE_OID, f"{record.tp}@{record.offset}:{digest}")
         return f"raw:{raw_id}", exc
     return str(event.id), event
+
+
+async def settle(
+    runners: Sequence[AgentRunner], *, timeout_s: float, pause_s: float = 0.002
+) -> None:
+    """Until every runner has consumed what it was sent and published its outbox.
+
+    For in-process runs (simulations, tests) that move a clock between quiet spells.
+    Settled takes two idle looks in a row: between one runner's look and the next's, the
+    first may publish to the second, so a single idle look proves nothing. Raises
+    TimeoutError after ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    quiet = 0
+    while quiet < 2:
+        await asyncio.sleep(0)
+        idle = [await runner.idle() for runner in runners]  # every look reads every runner
+        quiet = quiet + 1 if all(idle) else 0
+        if quiet:
+            continue
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the agents did not settle in {timeout_s} s")
+        await asyncio.sleep(pause_s)

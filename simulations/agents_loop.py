@@ -23,7 +23,6 @@ when it has grown; this runs at tens of jobs a second, so it takes a window of a
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 import sqlite3
@@ -45,7 +44,7 @@ from agents.events import Envelope, PlanRequested
 from agents.intelligence import IntelligencePlane, PlaneContext, open_checkpointer
 from agents.intelligence.goals import RuleGoalPlanner
 from agents.optimization import Optimization
-from agents.runtime import Agent, AgentRunner, RunnerSettings
+from agents.runtime import Agent, AgentRunner, RunnerSettings, settle
 from agents.scheduler import Scheduler, SchedulerConfig
 from agents.topics import ALL_TOPICS, topic_for
 from knowledge_base.catalog import Catalog, NodeType, Partition, System
@@ -359,20 +358,7 @@ class _Agents:
 
     async def settle(self, timeout_s: float = 120.0) -> None:
         """Until every agent consumed everything and published its outbox."""
-        deadline = time.monotonic() + timeout_s
-        quiet = 0
-        while quiet < 2:
-            await asyncio.sleep(0)
-            busy = False
-            for runner in self.runners:
-                lag = sum((await runner.lag()).values())
-                if lag or await self.kb.pending_outbox(runner.name, limit=1):
-                    busy = True
-            quiet = 0 if busy else quiet + 1
-            if busy:
-                await asyncio.sleep(0.002)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the agents did not settle in {timeout_s} s")
+        await settle(self.runners, timeout_s=timeout_s)
         await self.record()
 
     async def look(self) -> None:

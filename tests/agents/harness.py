@@ -7,9 +7,7 @@ SLURM in ``tests/e2e/test_cascade.py``.
 
 from __future__ import annotations
 
-import asyncio
 import math
-import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -20,7 +18,7 @@ import pytest
 
 from agents.bus.memory import InMemoryBus
 from agents.events import Envelope, Payload, decode_event
-from agents.runtime import Agent, AgentRunner, RunnerSettings
+from agents.runtime import Agent, AgentRunner, RunnerSettings, settle
 from agents.topics import ALL_TOPICS
 from knowledge_base.catalog import Catalog, NodeType, Partition, System
 from knowledge_base.records import CascadeSegment, Interval, Plan, PlanOption, ResourceEstimate
@@ -198,21 +196,10 @@ class MiniCenter:
 
     async def settle(self, timeout_s: float = 10.0) -> None:
         """Wait until every runner consumed everything and published its outbox."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            await asyncio.sleep(0.01)
-            idle = True
-            for runner in self.runners:
-                lag = await runner.lag()
-                pending = await self.kb.pending_outbox(runner.name, limit=1)
-                if sum(lag.values()) or pending:
-                    idle = False
-            if idle:
-                await asyncio.sleep(0.03)  # a poll in flight may still hand out a record
-                if all([not sum((await r.lag()).values()) for r in self.runners]):
-                    return
-            if time.monotonic() > deadline:
-                pytest.fail(f"agents did not settle in {timeout_s} s")
+        try:
+            await settle(self.runners, timeout_s=timeout_s, pause_s=0.01)
+        except TimeoutError as exc:
+            pytest.fail(str(exc))
 
 
 async def until(
