@@ -89,19 +89,7 @@ def window(workload: Workload, start: int, stop: int | None) -> Workload:
             field="window",
             value=f"{start}:{stop}",
         )
-    cut = slice(start, stop)
-    return Workload(
-        name=workload.name,
-        machine_procs=workload.machine_procs,
-        submit_s=workload.submit_s[cut].copy(),
-        run_s=workload.run_s[cut].copy(),
-        req_s=workload.req_s[cut].copy(),
-        procs=workload.procs[cut].copy(),
-        user=workload.user[cut].copy(),
-        job_ids=workload.job_ids[cut].copy(),
-        dropped=workload.dropped,
-        skipped_lines=workload.skipped_lines,
-    )
+    return workload.slice(start, stop)
 
 
 def history_records(history: Workload, *, policy: ClusterPolicy) -> list[JobRecord]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +19,16 @@ from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import JobRecord
 from tools.traces.swf import SWFJob, SWFReader
 
-__all__ = ["Workload", "load_swf", "workload_from_jobs", "workload_from_records"]
+__all__ = [
+    "Workload",
+    "load_swf",
+    "machine_size",
+    "replayable",
+    "workload_from_jobs",
+    "workload_from_records",
+]
+
+_COLUMNS = ("submit_s", "run_s", "req_s", "procs", "user", "job_ids")
 
 
 @dataclass
@@ -41,6 +50,43 @@ class Workload:
     def jobs(self) -> int:
         return int(self.submit_s.size)
 
+    def slice(self, start: int, stop: int | None = None) -> Workload:
+        """Jobs ``start`` up to ``stop`` (to the end when None), as Python slices them, on
+        the same timeline; the columns are copies, the drop counts the whole trace's."""
+        cut = slice(start, stop)
+        return replace(
+            self,
+            **{column: getattr(self, column)[cut].copy() for column in _COLUMNS},
+            dropped=Counter(self.dropped),
+        )
+
+
+def replayable(job: SWFJob, machine_procs: int) -> tuple[int, int, int] | str:
+    """The job's run time, request and processors, or why it cannot be replayed on
+    ``machine_procs`` processors (the reason ``dropped`` counts it under)."""
+    size = job.procs
+    if not job.run_s or job.run_s <= 0:
+        return "no run time"
+    if not job.requested_time_s or job.requested_time_s <= 0:
+        return "no requested time"
+    if size is None or size <= 0:
+        return "no processor count"
+    if size > machine_procs:
+        return "larger than the machine"
+    return job.run_s, job.requested_time_s, size
+
+
+def machine_size(reader: SWFReader, procs: int | None = None) -> int:
+    """``procs`` when given, else the trace header's MaxProcs, else its MaxNodes."""
+    machine = procs or reader.header.max_procs or reader.header.max_nodes
+    if not machine:
+        raise InvalidInputError(
+            "the trace header gives neither MaxProcs nor MaxNodes; pass --procs",
+            source=str(reader.path),
+            field="MaxProcs",
+        )
+    return machine
+
 
 def workload_from_jobs(jobs: Iterable[SWFJob], *, name: str, machine_procs: int) -> Workload:
     """Replayable jobs from SWF records; the rest counted in ``dropped`` by reason."""
@@ -52,20 +98,13 @@ def workload_from_jobs(jobs: Iterable[SWFJob], *, name: str, machine_procs: int)
     dropped: Counter[str] = Counter()
     users: dict[int, int] = {}
     for job in jobs:
-        size = job.procs
-        if not job.run_s or job.run_s <= 0:
-            dropped["no run time"] += 1
-        elif not job.requested_time_s or job.requested_time_s <= 0:
-            dropped["no requested time"] += 1
-        elif size is None or size <= 0:
-            dropped["no processor count"] += 1
-        elif size > machine_procs:
-            dropped["larger than the machine"] += 1
-        else:
-            user = -1 if job.user_id is None else users.setdefault(job.user_id, len(users))
-            rows.append(
-                (job.submit_time_s, job.run_s, job.requested_time_s, size, user, job.job_id)
-            )
+        checked = replayable(job, machine_procs)
+        if isinstance(checked, str):
+            dropped[checked] += 1
+            continue
+        run_s, req_s, size = checked
+        user = -1 if job.user_id is None else users.setdefault(job.user_id, len(users))
+        rows.append((job.submit_time_s, run_s, req_s, size, user, job.job_id))
     rows.sort(key=lambda r: (r[0], r[5]))
     table = np.array(rows, dtype=np.int64).reshape(-1, 6)
     return Workload(
@@ -84,14 +123,7 @@ def workload_from_jobs(jobs: Iterable[SWFJob], *, name: str, machine_procs: int)
 def load_swf(path: str | Path, *, procs: int | None = None) -> Workload:
     """Read a whole SWF trace (plain or .gz) into a Workload."""
     with SWFReader(path) as reader:
-        header = reader.header
-        machine = procs or header.max_procs or header.max_nodes
-        if not machine:
-            raise InvalidInputError(
-                "the trace header gives neither MaxProcs nor MaxNodes; pass --procs",
-                source=str(path),
-                field="MaxProcs",
-            )
+        machine = machine_size(reader, procs)
         workload = workload_from_jobs(reader, name=Path(path).name, machine_procs=machine)
         workload.skipped_lines = reader.report.skipped
     return workload

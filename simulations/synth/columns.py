@@ -25,6 +25,7 @@ from typing import Literal
 import numpy as np
 
 from knowledge_base.errors import InvalidInputError
+from simulations.workload import machine_size, replayable
 from tools.traces.swf import SWFHeader, SWFJob, SWFReader
 
 __all__ = [
@@ -143,27 +144,14 @@ def table_from_jobs(jobs: Iterable[SWFJob], *, machine_procs: int) -> tuple[JobT
     rows: list[tuple[int, int, int, int, int, int, int]] = []
     dropped: Counter[str] = Counter()
     for job in jobs:
-        size = job.procs
-        if not job.run_s or job.run_s <= 0:
-            dropped["no run time"] += 1
-        elif not job.requested_time_s or job.requested_time_s <= 0:
-            dropped["no requested time"] += 1
-        elif size is None or size <= 0:
-            dropped["no processor count"] += 1
-        elif size > machine_procs:
-            dropped["larger than the machine"] += 1
-        else:
-            rows.append(
-                (
-                    job.submit_time_s,
-                    job.job_id,
-                    size,
-                    job.requested_time_s,
-                    job.run_s,
-                    -1 if job.status is None else job.status,
-                    -1 if job.user_id is None else job.user_id,
-                )
-            )
+        checked = replayable(job, machine_procs)
+        if isinstance(checked, str):
+            dropped[checked] += 1
+            continue
+        run_s, req_s, size = checked
+        status = -1 if job.status is None else job.status
+        user = -1 if job.user_id is None else job.user_id
+        rows.append((job.submit_time_s, job.job_id, size, req_s, run_s, status, user))
     rows.sort(key=lambda r: (r[0], r[1]))
     data = np.array(rows, dtype=np.int64).reshape(-1, 7)
     submit = data[:, 0]
@@ -183,13 +171,7 @@ def read_trace(path: str | Path, *, procs: int | None = None) -> Trace:
     """A whole SWF trace as a :class:`Trace`; the machine from the header unless given."""
     with SWFReader(path) as reader:
         header = reader.header
-        machine = procs or header.max_procs or header.max_nodes
-        if not machine:
-            raise InvalidInputError(
-                "the trace header gives neither MaxProcs nor MaxNodes",
-                source=str(path),
-                field="MaxProcs",
-            )
+        machine = machine_size(reader, procs)
         table, dropped = table_from_jobs(reader, machine_procs=machine)
     if len(table) == 0:
         raise InvalidInputError(
