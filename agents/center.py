@@ -26,7 +26,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,7 +46,15 @@ from agents.topics import ALL_TOPICS, DEFAULT_PARTITIONS, topic_for
 from knowledge_base.store import KnowledgeBase
 from tools.actuators.base import Executor
 
-__all__ = ["AGENT_NAMES", "AgentName", "Center", "CenterConfig", "open_bus", "publish"]
+__all__ = [
+    "AGENT_NAMES",
+    "AgentName",
+    "Center",
+    "CenterConfig",
+    "build_agent",
+    "open_bus",
+    "publish",
+]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +112,53 @@ async def publish(bus: Bus, payload: Payload, *, correlation_id: str, source: st
     return event
 
 
+A = TypeVar("A", bound=Agent[Any])
+
+
+def _version(agent_class: type[Agent[Any]] | None, production: type[A]) -> type[A]:
+    """The production class, or the given version of it (constructed the same way)."""
+    return production if agent_class is None else cast(type[A], agent_class)
+
+
+async def build_agent(
+    name: AgentName,
+    kb: KnowledgeBase,
+    executors: Mapping[str, Executor],
+    bus: Bus,
+    config: CenterConfig,
+    stack: contextlib.AsyncExitStack,
+    *,
+    goal_planner: GoalPlanner | None = None,
+    agent_class: type[Agent[Any]] | None = None,
+) -> Agent[Any]:
+    """Agent ``name`` as the center runs it, or ``agent_class`` (a new version of it, for
+    ``rightsize replay --against``) constructed the same way; what the agent opens (the
+    plane's checkpoints) closes with ``stack``."""
+    if name == "intelligence":
+        saver = await stack.enter_async_context(open_checkpointer(config.checkpoint_path))
+        catalog = await kb.get_catalog()
+        context = PlaneContext(
+            goal_planner=goal_planner or RuleGoalPlanner(),
+            approval=config.approval,
+            systems=tuple(catalog.names()),
+        )
+        return _version(agent_class, IntelligencePlane)(kb, saver, context)
+    if name == "estimation":
+        return _version(agent_class, ResourceEstimation)(kb, config.estimation)
+    if name == "optimization":
+        return _version(agent_class, Optimization)(kb, executors, config.optimization)
+    if name == "profiling":
+        return _version(agent_class, Profiling)(kb, executors, config.profiling)
+    if name == "scheduler":
+        scheduler_config = config.scheduler
+        if scheduler_config.work_dir is None:
+            scheduler_config = scheduler_config.model_copy(
+                update={"work_dir": config.home / "jobs"}
+            )
+        return _version(agent_class, Scheduler)(kb, executors, bus, scheduler_config)
+    return _version(agent_class, ModelPromotion)(kb, config.artifacts_dir, policy=config.promotion)
+
+
 class Center:
     """The configured agents, running until ``stop()``."""
 
@@ -130,36 +185,24 @@ class Center:
         self._monitors: asyncio.Task[None] | None = None
 
     async def _build(self) -> None:
-        config, kb, executors = self.config, self.kb, self.executors
-        wanted = set(config.agents)
-        if "intelligence" in wanted:
-            saver = await self._stack.enter_async_context(open_checkpointer(config.checkpoint_path))
-            catalog = await kb.get_catalog()
-            context = PlaneContext(
+        wanted = set(self.config.agents)
+        for name in AGENT_NAMES:
+            if name not in wanted:
+                continue
+            agent = await build_agent(
+                name,
+                self.kb,
+                self.executors,
+                self.bus,
+                self.config,
+                self._stack,
                 goal_planner=self.goal_planner,
-                approval=config.approval,
-                systems=tuple(catalog.names()),
             )
-            self.plane = IntelligencePlane(kb, saver, context)
-            self.agents["intelligence"] = self.plane
-        if "estimation" in wanted:
-            self.agents["estimation"] = ResourceEstimation(kb, config.estimation)
-        if "optimization" in wanted:
-            self.agents["optimization"] = Optimization(kb, executors, config.optimization)
-        if "profiling" in wanted:
-            self.agents["profiling"] = Profiling(kb, executors, config.profiling)
-        if "scheduler" in wanted:
-            scheduler_config = config.scheduler
-            if scheduler_config.work_dir is None:
-                scheduler_config = scheduler_config.model_copy(
-                    update={"work_dir": config.home / "jobs"}
-                )
-            self.scheduler = Scheduler(kb, executors, self.bus, scheduler_config)
-            self.agents["scheduler"] = self.scheduler
-        if "promotion" in wanted:
-            self.agents["promotion"] = ModelPromotion(
-                kb, config.artifacts_dir, policy=config.promotion
-            )
+            self.agents[name] = agent
+            if isinstance(agent, Scheduler):
+                self.scheduler = agent
+            elif isinstance(agent, IntelligencePlane):
+                self.plane = agent
 
     async def __aenter__(self) -> Self:
         try:

@@ -38,11 +38,12 @@ import tempfile
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.bus.memory import InMemoryBus
+from agents.center import AgentName, CenterConfig, build_agent
 from agents.eventlog import EventLogReader
 from agents.events import Envelope
 from agents.runtime import Agent
@@ -222,28 +223,14 @@ def _executors(catalog: Catalog) -> dict[str, Executor]:
 
 @contextlib.asynccontextmanager
 async def _built(
-    name: str, agent_class: type[Agent[Any]], kb: KnowledgeBase, home: Path
+    name: AgentName, agent_class: type[Agent[Any]], kb: KnowledgeBase, home: Path
 ) -> AsyncIterator[Agent[Any]]:
     """The agent, constructed as ``agents.center`` constructs the production one."""
-    catalog = await kb.get_catalog()
-    executors = _executors(catalog)
+    executors = _executors(await kb.get_catalog())
     bus = InMemoryBus()
     async with bus, contextlib.AsyncExitStack() as stack:
-        make: dict[str, Callable[[], Agent[Any]]] = {
-            "estimation": lambda: agent_class(kb),  # type: ignore[call-arg]
-            "optimization": lambda: agent_class(kb, executors),  # type: ignore[call-arg]
-            "profiling": lambda: agent_class(kb, executors),  # type: ignore[call-arg]
-            "scheduler": lambda: agent_class(kb, executors, bus),  # type: ignore[call-arg]
-            "promotion": lambda: agent_class(kb, home / "estimators"),  # type: ignore[call-arg]
-        }
-        if name == "intelligence":
-            from agents.intelligence import PlaneContext, open_checkpointer
-
-            saver = await stack.enter_async_context(open_checkpointer(home / "plane.db"))
-            context = PlaneContext(systems=tuple(catalog.names()))
-            yield agent_class(kb, saver, context)  # type: ignore[call-arg]
-            return
-        yield make[name]()
+        config = CenterConfig(home=home)
+        yield await build_agent(name, kb, executors, bus, config, stack, agent_class=agent_class)
 
 
 def causal_order(entries: Sequence[tuple[str, Envelope]]) -> list[tuple[str, Envelope]]:
@@ -321,7 +308,7 @@ async def replay_agent(
                         "give the knowledge base the run started from", field="kb", value=None
                     )
                 await kb.put_catalog(default_catalog())
-            async with _built(name, agent_class, kb, home) as agent:
+            async with _built(cast(AgentName, name), agent_class, kb, home) as agent:
                 report = await _feed(agent, consumed, recorded)
         finally:
             await kb.close()
