@@ -24,7 +24,7 @@ from tools.estimators import (
     replay,
     score,
 )
-from tools.estimators.history import SAFE_WEIGHTS
+from tools.estimators.history import SAFE_WEIGHTS, fit_snapshot, predict_rows
 from tools.traces import read_swf
 
 KTH = "KTH-SP2-1996-2.1-cln.swf.gz"
@@ -164,6 +164,30 @@ def test_the_replay_counts_retrains_and_recalibrations_apart(shared_data: Path) 
     assert only_retrains.recalibrations == 0
     # Re-chosen every 50 jobs between retrains 200 apart: about three per retrain.
     assert both.recalibrations >= 2 * both.retrains
+
+
+def test_a_snapshot_fitted_from_the_finished_table_is_the_estimators_own(
+    shared_data: Path,
+) -> None:
+    estimator = HistoryEstimator(QUICK)
+    estimator.learn_history(_kth_jobs(shared_data, 900))
+    model = estimator.retrain()
+    rows, labels = estimator.finished_table()
+    window = slice(max(0, len(rows) - QUICK.window_jobs), len(rows))
+    refitted = fit_snapshot(
+        rows[window],
+        labels[window],
+        QUICK,
+        grace_s=model.grace_s,
+        safe_grace_s=model.safe_grace_s,
+        version=model.version,
+        safe_weight=model.safe_weight,
+    )
+    ours, theirs = predict_rows(model, rows), predict_rows(refitted, rows)
+    assert np.array_equal(ours.runtime_p50_s, theirs.runtime_p50_s)
+    assert np.array_equal(ours.runtime_safe_s, theirs.runtime_safe_s)
+    rows[:] = 0.0  # a copy: the estimator's own table is untouched
+    assert estimator.finished_table()[0].any()
 
 
 def test_the_estimator_learns_only_from_jobs_that_have_ended() -> None:

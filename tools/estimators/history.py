@@ -107,6 +107,8 @@ __all__ = [
     "HistoryPrediction",
     "PredictionBatch",
     "QuantileModel",
+    "allowance_s",
+    "fit_snapshot",
     "predict_rows",
 ]
 
@@ -472,6 +474,77 @@ def _weight(under: BoolArray, target_under_rate: float) -> float:
     return float(_WEIGHTS[meeting[0]]) if meeting.size else SAFE_WEIGHTS[-1]
 
 
+def allowance_s(labels: FloatArray, beyond: float) -> float:
+    """The allowance past the request that leaves at most ``beyond`` of jobs past it.
+
+    ``labels`` as :meth:`HistoryEstimator.finished_table` returns them.
+    """
+    over = labels[:, 3] - labels[:, 2]
+    over = over[~np.isnan(over)]
+    if over.size == 0:
+        return 0.0
+    return max(0.0, float(np.quantile(over, 1.0 - beyond)))
+
+
+def fit_snapshot(
+    rows: NDArray[np.float32],
+    labels: FloatArray,
+    config: HistoryConfig,
+    *,
+    grace_s: float,
+    safe_grace_s: float,
+    version: int,
+    safe_weight: float,
+    with_memory: bool = False,
+    memory_margin_log: float = 0.0,
+) -> QuantileModel:
+    """Train one snapshot on finished jobs' rows and labels (``finished_table``'s layout).
+
+    The estimator calls it on its window; offline studies call it on any rows they like.
+    """
+    candidates = _candidates(rows.astype(np.float64), grace_s, safe_grace_s)
+    log_run = labels[:, :1]
+    # Each candidate's accuracy (min/max ratio = exp(-|log difference|)) and whether
+    # it covered the run. Coverage is a probability: logistic, because a squared-error
+    # fit overshoots 1 out of sample (1.14 seen), and an overshoot buys a short
+    # candidate a bonus at a high weight.
+    accuracy = np.exp(-np.abs(candidates.values - log_run))
+    covered = (log_run <= candidates.values + _LOG_TOLERANCE).astype(np.float64)
+    data = xgb.DMatrix(candidates.inputs)
+    fitted = []
+    for objective, label in (
+        ("reg:squarederror", accuracy),
+        ("binary:logistic", covered),
+    ):
+        data.set_label(label)
+        params = _params(
+            config,
+            objective=objective,
+            max_depth=config.estimate_depth,
+            eta=config.estimate_learning_rate,
+        )
+        fitted.append(xgb.train(params, data, num_boost_round=config.estimate_trees))
+    memory = None
+    if with_memory:
+        known = ~np.isnan(labels[:, 1])
+        memory = xgb.train(
+            _quantile_params(config),
+            xgb.DMatrix(rows[known], label=labels[known, 1]),
+            num_boost_round=config.quantile_trees,
+        )
+    return QuantileModel(
+        accuracy=fitted[0],
+        coverage=fitted[1],
+        memory=memory,
+        safe_weight=safe_weight,
+        memory_margin_log=memory_margin_log,
+        grace_s=grace_s,
+        safe_grace_s=safe_grace_s,
+        version=version,
+        trained_on_jobs=len(rows),
+    )
+
+
 class HistoryEstimator:
     """Predicts run time and memory quantiles for any job from the center's own history.
 
@@ -598,8 +671,8 @@ class HistoryEstimator:
         end = self._buffer.size
         start = max(0, end - config.window_jobs)
         window = self._buffer.labels[start:end]
-        grace_s = self._grace_s(window, config.target_under_rate / 2)
-        safe_grace_s = self._grace_s(window, config.target_under_rate / 8)
+        grace_s = allowance_s(window, config.target_under_rate / 2)
+        safe_grace_s = allowance_s(window, config.target_under_rate / 8)
         previous = self.model
         if previous is not None:
             self._collect_calibration(previous, self._calibrated_upto)
@@ -635,64 +708,35 @@ class HistoryEstimator:
     def _fit(
         self, start: int, end: int, grace_s: float, safe_grace_s: float, version: int
     ) -> QuantileModel:
-        config = self.config
-        rows32 = self._buffer.rows[start:end]
         labels = self._buffer.labels[start:end]
-        candidates = _candidates(rows32.astype(np.float64), grace_s, safe_grace_s)
-        log_run = labels[:, :1]
-        # Each candidate's accuracy (min/max ratio = exp(-|log difference|)) and whether
-        # it covered the run. Coverage is a probability: logistic, because a squared-error
-        # fit overshoots 1 out of sample (1.14 seen), and an overshoot buys a short
-        # candidate a bonus at a high weight.
-        accuracy = np.exp(-np.abs(candidates.values - log_run))
-        covered = (log_run <= candidates.values + _LOG_TOLERANCE).astype(np.float64)
-        data = xgb.DMatrix(candidates.inputs)
-        fitted = []
-        for objective, label in (
-            ("reg:squarederror", accuracy),
-            ("binary:logistic", covered),
-        ):
-            data.set_label(label)
-            params = _params(
-                config,
-                objective=objective,
-                max_depth=config.estimate_depth,
-                eta=config.estimate_learning_rate,
-            )
-            fitted.append(xgb.train(params, data, num_boost_round=config.estimate_trees))
-        memory = None
-        known = ~np.isnan(labels[:, 1])
         # Half the usual minimum: the first model's held-out fit sees 4/5 of the rows.
-        if self.memory_enabled and int(known.sum()) >= config.first_train_jobs // 2:
-            memory = xgb.train(
-                _quantile_params(config),
-                xgb.DMatrix(rows32[known], label=labels[known, 1]),
-                num_boost_round=config.quantile_trees,
-            )
-        return QuantileModel(
-            accuracy=fitted[0],
-            coverage=fitted[1],
-            memory=memory,
-            safe_weight=_weight(self._safe_under, config.target_under_rate),
-            memory_margin_log=_margin(
-                np.fromiter(self._memory_needed, dtype=np.float64), config.target_under_rate
-            ),
+        with_memory = self.memory_enabled and (
+            int((~np.isnan(labels[:, 1])).sum()) >= self.config.first_train_jobs // 2
+        )
+        return fit_snapshot(
+            self._buffer.rows[start:end],
+            labels,
+            self.config,
             grace_s=grace_s,
             safe_grace_s=safe_grace_s,
             version=version,
-            trained_on_jobs=end - start,
+            safe_weight=_weight(self._safe_under, self.config.target_under_rate),
+            with_memory=with_memory,
+            memory_margin_log=_margin(
+                np.fromiter(self._memory_needed, dtype=np.float64), self.config.target_under_rate
+            ),
         )
 
-    # --- inside --------------------------------------------------------------------------
+    def finished_table(self) -> tuple[NDArray[np.float32], FloatArray]:
+        """Copies of every finished job's submit-time row and labels, in end order.
 
-    @staticmethod
-    def _grace_s(labels: FloatArray, beyond: float) -> float:
-        """The allowance past the request that leaves at most ``beyond`` of jobs past it."""
-        over = labels[:, 3] - labels[:, 2]
-        over = over[~np.isnan(over)]
-        if over.size == 0:
-            return 0.0
-        return max(0.0, float(np.quantile(over, 1.0 - beyond)))
+        Label columns: log run time, log used memory (NaN if unknown), requested time (NaN
+        if none), run time. What :func:`fit_snapshot` trains on; for offline studies.
+        """
+        size = self._buffer.size
+        return self._buffer.rows[:size].copy(), self._buffer.labels[:size].copy()
+
+    # --- inside --------------------------------------------------------------------------
 
     def _collect_calibration(self, model: QuantileModel, since: int) -> None:
         """How ``model`` did on the jobs that ended after its training (unseen by it)."""

@@ -149,13 +149,18 @@ def replay(jobs: Iterable[HistoryJob], config: HistoryConfig | None = None) -> R
             estimator.observe(done)
             last2.observe(done)
             memory_last2.observe(done)
-            if estimator.model is not batch_model:
+            current = estimator.model
+            if current is not batch_model:
                 _flush(batch_model, rows, indices, out)
-                if batch_model is not None and estimator.model.version == batch_model.version:
+                if (
+                    batch_model is not None
+                    and current is not None
+                    and current.version == batch_model.version
+                ):
                     recalibrations += 1
                 else:
                     retrains += 1
-                batch_model = estimator.model
+                batch_model = current
         requested[index] = _or_nan(user_request(job))
         easy[index] = _or_nan(last2.predict(job))
         memory_easy[index] = _or_nan(memory_last2.predict(job))
