@@ -15,6 +15,12 @@ What a reservation believes a job will take is ``est_s``:
 - ``model`` estimates arrive precomputed (the history estimator's p50, capped at the
   request); they are raised the same way when outlived.
 
+The FCFS and EASY queue is in arrival order unless a scorer is given
+(:mod:`simulations.learned.priority`): then a small tanh network scores every queued
+job from ``SCORE_FEATURES`` at every event and the queue runs lowest score first (stable,
+so equal scores keep arrival order); the first job is the head, and EASY backfills the
+rest in that order. One loop serves both, so both get the same tie rules.
+
 Cost per event: FCFS O(1) amortized; EASY O(R log R) to find the head's reservation
 (R = running jobs) plus a scan of the queue for backfill candidates; conservative
 O(Q * P) to re-place every queued job in the free-processor profile (Q = queue length,
@@ -35,10 +41,20 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-__all__ = ["CONSERVATIVE", "EASY", "FCFS", "simulate_arrays", "warm_up"]
+from knowledge_base.errors import InvalidInputError
+
+__all__ = ["CONSERVATIVE", "EASY", "FCFS", "SCORE_FEATURES", "Scorer", "simulate_arrays", "warm_up"]
 
 FCFS, EASY, CONSERVATIVE = 0, 1, 2
 _INF = np.int64(2**62)
+
+SCORE_FEATURES = ("log_wait", "log_request", "log_procs", "fits_now")
+"""What a scorer sees of a queued job, in the order of its first layer's rows."""
+
+Scorer = tuple[np.ndarray, np.ndarray, np.ndarray, float]
+"""A queue scorer's weights: (features x hidden, hidden biases, hidden -> 1, output bias)."""
+
+_NO_SCORER: Scorer = (np.zeros((len(SCORE_FEATURES), 1)), np.zeros(1), np.zeros(1), 0.0)
 
 
 @njit(cache=True)
@@ -88,6 +104,38 @@ def _easy_shadow(
                 available += procs[running[other]]
             return shadow, available - head_procs
     return _INF, 0  # cannot happen for a job that fits the machine
+
+
+@njit(cache=True)
+def _order_by_score(
+    queue: Any, t: int, free: int, machine: int, submit: Any, req: Any, procs: Any, scorer: Any
+) -> None:
+    """Sort ``queue`` in place by the scorer's score, lowest first, ties in queue order."""
+    w1, b1, w2, b2 = scorer
+    n = len(queue)
+    scores = np.empty(n, dtype=np.float64)
+    x = np.empty(4, dtype=np.float64)
+    scale = np.log1p(machine)
+    for k in range(n):
+        j = queue[k]
+        x[0] = np.log1p(t - submit[j]) / 10.0
+        x[1] = np.log1p(req[j]) / 12.0
+        x[2] = np.log1p(procs[j]) / scale
+        x[3] = 1.0 if procs[j] <= free else 0.0
+        score = b2
+        for h in range(w1.shape[1]):
+            a = b1[h]
+            for f in range(4):
+                a += x[f] * w1[f, h]
+            score += np.tanh(a) * w2[h]
+        scores[k] = score
+    # Stable: equal scores keep arrival order, so a scorer of zeros is plain EASY.
+    order = np.argsort(scores, kind="mergesort")
+    ordered = np.empty(n, dtype=np.int64)
+    for k in range(n):
+        ordered[k] = queue[order[k]]
+    for k in range(n):
+        queue[k] = ordered[k]
 
 
 @njit(cache=True)
@@ -142,6 +190,8 @@ def _simulate(
     policy: int,
     last2: bool,
     n_users: int,
+    scorer: Any,
+    scored: bool,
 ) -> tuple[Any, Any, Any, Any]:
     n = submit.shape[0]
     start = np.full(n, -1, dtype=np.int64)
@@ -232,6 +282,8 @@ def _simulate(
                 idx += 1
             continue
 
+        if scored and len(queue) > 1:
+            _order_by_score(queue, t, free, machine, submit, req, procs, scorer)
         while len(queue) > 0 and procs[queue[0]] <= free:
             j = queue.pop(0)
             _start_job(j, t, run, req, start, end, killed, heap, running)
@@ -270,10 +322,18 @@ def warm_up() -> None:
     global _warm
     if not _warm:
         one = np.ones(2, dtype=np.int64)
-        _simulate(np.zeros(2, dtype=np.int64), one, one, one, one.copy(), -one, 1, EASY, True, 1)
-        _simulate(
-            np.zeros(2, dtype=np.int64), one, one, one, one.copy(), -one, 1, CONSERVATIVE, False, 1
-        )
+        for policy in (EASY, CONSERVATIVE):
+            simulate_arrays(
+                submit_s=np.zeros(2, dtype=np.int64),
+                run_s=one,
+                req_s=one,
+                procs=one,
+                est_s=one,
+                user=-one,
+                machine_procs=1,
+                policy=policy,
+                last2=policy == EASY,
+            )
         _warm = True
 
 
@@ -288,9 +348,19 @@ def simulate_arrays(
     machine_procs: int,
     policy: int,
     last2: bool,
+    scorer: Scorer | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(start, end, killed, first reservation) per job; inputs must be sorted by submit."""
+    """(start, end, killed, first reservation) per job; inputs must be sorted by submit.
+
+    ``scorer`` orders the FCFS or EASY queue by score instead of arrival."""
+    if scorer is not None and policy == CONSERVATIVE:
+        raise InvalidInputError(
+            "a scorer orders the fcfs or easy queue; conservative places jobs in arrival order",
+            field="policy",
+            value="conservative",
+        )
     n_users = int(user.max()) + 1 if user.size else 1
+    w1, b1, w2, b2 = _NO_SCORER if scorer is None else scorer
     result: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = _simulate(
         submit_s.astype(np.int64),
         run_s.astype(np.int64),
@@ -302,5 +372,12 @@ def simulate_arrays(
         int(policy),
         bool(last2),
         n_users,
+        (
+            np.ascontiguousarray(w1, dtype=np.float64),
+            np.ascontiguousarray(b1, dtype=np.float64),
+            np.ascontiguousarray(w2, dtype=np.float64),
+            float(b2),
+        ),
+        scorer is not None,
     )
     return result

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from knowledge_base.errors import InvalidInputError
+from simulations.engine import CONSERVATIVE, SCORE_FEATURES, simulate_arrays
 from simulations.replay import Policy, replay
 from simulations.workload import Workload, load_swf
 
@@ -120,3 +122,21 @@ def test_every_shared_trace_loads_with_drops_counted(shared_data: Path) -> None:
     theta = load_swf(shared_data / "traces" / "ALCF-Theta-2022.swf.gz")
     assert theta.jobs > 20000
     assert sum(theta.dropped.values()) + theta.jobs <= 23911
+
+
+def test_a_scorer_orders_only_the_fcfs_and_easy_queue() -> None:
+    one = np.ones(2, dtype=np.int64)
+    scorer = (np.zeros((len(SCORE_FEATURES), 1)), np.zeros(1), np.zeros(1), 0.0)
+    with pytest.raises(InvalidInputError, match="conservative"):
+        simulate_arrays(
+            submit_s=np.zeros(2, dtype=np.int64),
+            run_s=one,
+            req_s=one,
+            procs=one,
+            est_s=one,
+            user=-one,
+            machine_procs=1,
+            policy=CONSERVATIVE,
+            last2=False,
+            scorer=scorer,
+        )

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulations.learned.priority import PriorityPolicy, simulate_priority
+from simulations.learned.priority import FEATURES, PriorityPolicy, simulate_priority
 from simulations.learned.train import JobArrays, TrainingSettings, train_policy
 from simulations.replay import replay
 from simulations.workload import Workload, load_swf
@@ -80,3 +80,63 @@ def test_training_is_deterministic_and_reports_against_easy(kth: Workload) -> No
 def test_a_policy_with_the_wrong_number_of_weights_is_refused() -> None:
     with pytest.raises(ValueError, match="weights"):
         PriorityPolicy(hidden=4, weights=[0.0] * 5)
+
+
+def _shortest_request_first() -> PriorityPolicy:
+    """One hidden unit that grows with the request: the shortest request scores lowest."""
+    vector = np.zeros(PriorityPolicy.size(1))
+    vector[1] = 1.0  # log_request -> the hidden unit
+    vector[len(FEATURES) + 1] = 1.0  # the hidden unit -> the score
+    return PriorityPolicy.from_vector(vector, 1)
+
+
+def _hand(jobs: list[tuple[int, int, int, int]], machine: int) -> JobArrays:
+    """jobs: (submit, procs, run, request)."""
+    table = np.array(jobs, dtype=np.int64)
+    return JobArrays(
+        submit_s=table[:, 0],
+        procs=table[:, 1],
+        run_s=table[:, 2],
+        req_s=table[:, 3],
+        machine_procs=machine,
+    )
+
+
+def _starts(jobs: JobArrays, policy: PriorityPolicy | None) -> list[int]:
+    start, _ = simulate_priority(
+        submit_s=jobs.submit_s,
+        run_s=jobs.run_s,
+        req_s=jobs.req_s,
+        procs=jobs.procs,
+        machine_procs=jobs.machine_procs,
+        policy=policy,
+    )
+    return start.tolist()
+
+
+def test_the_scores_pick_the_head_where_easy_takes_the_oldest() -> None:
+    # One processor, busy until 100; B (50 s) then C (10 s) wait. EASY runs B first; the
+    # shortest-request scorer runs C first.
+    jobs = _hand([(0, 1, 100, 100), (1, 1, 50, 50), (2, 1, 10, 10)], machine=1)
+    assert _starts(jobs, None) == [0, 100, 150]
+    assert _starts(jobs, _shortest_request_first()) == [0, 110, 100]
+
+
+def test_a_scored_queue_backfills_with_easys_tie_rule() -> None:
+    # 4 processors: A (1) and B (2) both end at 100. The head H needs 2: its reservation
+    # is at 100, when A and B both free theirs, so 2 are spare then and C (1 proc, 500 s)
+    # starts at once. Counting only A at the reservation would leave none spare.
+    jobs = _hand([(0, 1, 100, 100), (0, 2, 100, 100), (1, 2, 50, 50), (2, 1, 500, 500)], 4)
+    workload = Workload(
+        name="hand",
+        machine_procs=4,
+        submit_s=jobs.submit_s,
+        run_s=jobs.run_s,
+        req_s=jobs.req_s,
+        procs=jobs.procs,
+        user=np.full(4, -1),
+        job_ids=np.arange(1, 5),
+    )
+    easy = replay(workload, policy="easy", estimate="user").start_s.tolist()
+    assert easy == [0, 0, 100, 2]
+    assert _starts(jobs, _shortest_request_first()) == easy
