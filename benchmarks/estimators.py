@@ -407,7 +407,8 @@ def main() -> None:
         print(
             f"cross-hardware: train {name}, predict V100 ({outcome['rows_test']} points): "
             f"{figures}; selected on leave-one-GPU-out among the training GPUs: "
-            f"{outcome['selected']}"
+            f"{outcome['selected']} (HARP's rule on calibrated p90s; on the point estimates "
+            f"it would pick {outcome['selected_point']})"
         )
     print(f"\nelapsed {time.monotonic() - began:.0f} s")
     if args.json is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from knowledge_base.catalog import Catalog
@@ -12,7 +13,7 @@ from knowledge_base.records import ResourceEstimate
 from knowledge_base.seed import load_seed_catalog
 from knowledge_base.workload import DNNTraining, Precision
 from tools.estimators.dnn.adapter import GPU_ROOFLINE_ID, GPURooflineEstimator, gavel_points
-from tools.estimators.dnn.crosshw import cross_hardware, load_gpu_points
+from tools.estimators.dnn.crosshw import cross_hardware, load_gpu_points, rank_held_out
 from tools.estimators.dnn.roofline import BatchRoofline
 from tools.planning.analytic import AnalyticDNNEstimator
 from tools.planning.estimation import Candidate, NoEstimate, estimate_first
@@ -38,6 +39,29 @@ def test_cross_hardware_never_selects_with_the_test_gpu(shared_data: Path) -> No
     assert set(result.test) == {"blackbox", "whitebox", "scaling_law"}
     assert result.selected in result.test
     assert all(math.isfinite(s.mape) for s in result.test.values())
+
+
+def test_held_out_ranking_does_not_reward_an_estimator_for_being_biased_high() -> None:
+    rng = np.random.default_rng(0)
+    truth = rng.uniform(0.1, 1.0, 200)
+    held = {
+        # Short half the time, by 10% at most.
+        "close": truth * rng.uniform(0.9, 1.1, truth.size),
+        # Short about 9% of the time, 50% over on average: biased high, and noisier.
+        "high": truth * np.exp(rng.normal(0.4, 0.3, truth.size)),
+    }
+    calibrated, point = rank_held_out(held, truth)
+    assert point[0].name == "high"  # counted on point estimates, the bias wins
+    assert calibrated[0].name == "close"  # each p90 calibrated, the waste decides
+    assert calibrated[0].over_error_pct < calibrated[1].over_error_pct
+
+
+def test_cross_hardware_reports_both_rules(shared_data: Path) -> None:
+    points = load_gpu_points(shared_data / "dnn_profiles")
+    result = cross_hardware(points, ["k80", "p100"], "v100")
+    assert result.selection[0].name == result.selected
+    assert result.selection_point[0].name == result.selected_point
+    assert {r.name for r in result.selection_point} == set(result.test)
 
 
 def _candidate(catalog: Catalog, system: str, gpus: int, batch: int = 32) -> Candidate:
