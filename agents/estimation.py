@@ -267,12 +267,13 @@ class ResourceEstimation(Agent[EstimationObservation]):
             self._registry_loaded = True
         return [self._registry] if self._registry is not None else []
 
-    async def _history_estimators(self, spec: WorkloadSpec, catalog: Catalog) -> list[Estimator]:
-        """History estimators for generic jobs (trained per system, cached by job count)."""
+    async def _history_estimators(
+        self, spec: WorkloadSpec, catalog: Catalog, now: datetime
+    ) -> list[Estimator]:
+        """History estimators for generic jobs (trained per system, cached by job count),
+        asked about a job submitted at ``now``."""
         if not isinstance(spec.workload, GenericJob):
             return []
-        from datetime import UTC
-
         from tools.planning.generic import HistoryRuntimeEstimator
 
         found: list[Estimator] = []
@@ -284,7 +285,7 @@ class ResourceEstimation(Agent[EstimationObservation]):
                         system,
                         trained.estimator,
                         user=spec.user,
-                        now_s=datetime.now(UTC).timestamp(),
+                        now_s=now.timestamp(),
                     )
                 )
         return found
@@ -317,7 +318,8 @@ class ResourceEstimation(Agent[EstimationObservation]):
         self._history[system] = fresh = _TrainedHistory(len(records), latest, estimator)
         return fresh
 
-    async def chain(self, spec: WorkloadSpec, catalog: Catalog) -> list[Estimator]:
+    async def chain(self, spec: WorkloadSpec, catalog: Catalog, now: datetime) -> list[Estimator]:
+        """The estimators for ``spec``, best first, for a job submitted at ``now``."""
         chain: list[Estimator] = []
         workload = spec.workload
         if isinstance(workload, DNNTraining):
@@ -338,7 +340,7 @@ class ResourceEstimation(Agent[EstimationObservation]):
                 chain.extend(planner_estimators(spec))
             except Exception as exc:  # another team's work in progress must not stop us
                 log.debug("HARP DNN estimators unavailable: %s", exc)
-        chain.extend(await self._history_estimators(spec, catalog))
+        chain.extend(await self._history_estimators(spec, catalog, now))
         chain.extend(default_estimators(spec))
         return chain
 
@@ -355,7 +357,8 @@ class ResourceEstimation(Agent[EstimationObservation]):
                 plan_id=payload.plan_id,
                 spec=payload.spec,
                 catalog=catalog,
-                chain=list(await self.chain(payload.spec, catalog)),
+                # the request's time, not the clock's: decisions replay, simulations repeat
+                chain=list(await self.chain(payload.spec, catalog, event.time)),
             )
         if isinstance(payload, JobSubmitted):
             try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from agents.bus.base import Bus, Message
 from agents.events import Envelope, JobFinished, JobProgress, JobStateChanged, event_id_for
@@ -28,10 +29,19 @@ from knowledge_base.records import JobState
 from tools.actuators.base import Executor
 from tools.actuators.model import JobNotFound, JobStatus
 from tools.actuators.monitor import Progress, observe, parse_progress
+from tools.actuators.simulated import SimulatedCluster
 
-__all__ = ["JobMonitor", "Watched"]
+__all__ = ["JobMonitor", "Watched", "executor_time"]
 
 log = logging.getLogger(__name__)
+
+
+def executor_time(executor: Executor) -> datetime:
+    """The executor's present: a simulated cluster keeps its own clock, every other
+    executor runs on the wall clock."""
+    if isinstance(executor, SimulatedCluster):
+        return executor.clock.now()
+    return datetime.now(UTC)
 
 
 @dataclass
@@ -114,6 +124,7 @@ class JobMonitor:
             source=self.source,
             correlation_id=job.plan_id or f"{self.system}/{job.job_id}",
             id=event_id_for(self.system, job.job_id, *what),
+            time=executor_time(self.executor),
         )
 
     def _state_event(

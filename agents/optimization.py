@@ -21,12 +21,13 @@ import asyncio
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.events import Envelope, PlanBuildRequested, PlanOptionsReady, PlanReplanRequested
+from agents.monitor import executor_time
 from agents.runtime import Action, Agent, Emit, Observation
 from agents.topics import PLANS
 from knowledge_base.catalog import Catalog
@@ -203,13 +204,13 @@ class Optimization(Agent[OptimizationObservation]):
         if not self.config.live_queue:
             return []
         snapshots = []
-        now = datetime.now(UTC)
         for name in spec.goals.systems or catalog.names():
             executor = self.executors.get(name)
             if executor is None:
                 continue
             try:
                 system = catalog.system(name)
+                now = executor_time(executor)  # the queue's jobs started on its clock
                 entries = await executor.queue()
                 if isinstance(executor, SlurmExecutor):
                     sinfo = await asyncio.to_thread(executor.commands.run, ["sinfo", "--json"])
@@ -247,7 +248,7 @@ class Optimization(Agent[OptimizationObservation]):
             estimates=estimates,
             catalog=catalog,
             snapshots=await self._snapshots(spec, catalog),
-            now=datetime.now(UTC),
+            now=event.time,  # the request's time, not the clock's: decisions replay
         )
 
     def decide(self, observation: OptimizationObservation) -> list[Action]:

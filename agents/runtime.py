@@ -196,6 +196,10 @@ def is_transient(exc: BaseException) -> bool:
     return getattr(type(exc), "transient", False) is True
 
 
+def _wall_clock() -> datetime:
+    return datetime.now(UTC)
+
+
 class _Stopped(Exception):
     """Stop was requested while waiting out an outage; leave without committing."""
 
@@ -209,11 +213,15 @@ class AgentRunner:
         bus: Bus,
         kb: KnowledgeBase,
         settings: RunnerSettings | None = None,
+        *,
+        clock: Callable[[], datetime] = _wall_clock,
     ) -> None:
+        """``clock`` stamps the events the agent emits: a simulation passes its own."""
         self.agent = agent
         self.bus = bus
         self.kb = kb
         self.settings = settings or RunnerSettings()
+        self.clock = clock
         self.name = agent.name
         self.group_id = self.settings.group_id or agent.name
         self._stop = asyncio.Event()
@@ -449,7 +457,7 @@ class AgentRunner:
         envelope = Envelope.model_construct(
             id=_event_id_for(self.name, cause.id, index),
             type=payload.event_type,
-            time=datetime.now(UTC),
+            time=self.clock(),
             source=self.name,
             correlation_id=emit.correlation_id or cause.correlation_id,
             causation_id=cause.id,
@@ -492,6 +500,7 @@ class AgentRunner:
             or "dead-letter",
             causation_id=event.id if event is not None else None,
             id=_event_id_for(self.name, inbox_id, "dead-letter"),
+            time=self.clock(),
         )
         log.warning(
             "agent %s: dead-lettering %s@%d after %d attempt(s) (%s): %s",

@@ -398,7 +398,7 @@ async def _running_agents(
             log = (consumer, stack.enter_context(EventLogWriter(event_log)))
         runners = []
         for agent in agents:
-            runner = AgentRunner(agent, bus, kb, FAST)
+            runner = AgentRunner(agent, bus, kb, FAST, clock=clock.now)
             await stack.enter_async_context(runner)
             runners.append(runner)
         yield _Agents(runners, scheduler, bus, kb, log)
@@ -460,6 +460,7 @@ async def replay_with_agents(
                 PlanRequested(plan_id=_key(index), spec=_spec(workload, index), approval="auto"),
                 source="simulation",
                 correlation_id=_key(index),
+                time=clock.now(),
             )
             await agents.bus.publish_many([Message.of(topic_for(event.type), event)])
             await agents.settle()

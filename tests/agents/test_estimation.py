@@ -20,6 +20,7 @@ from agents.estimation import (
     needs_profiling,
 )
 from agents.events import (
+    Envelope,
     EstimateReady,
     EstimateRequested,
     EstimatorPromoted,
@@ -231,3 +232,28 @@ async def test_submitted_jobs_are_annotated_with_their_prediction(center: MiniCe
     assert note.runtime_s.point == pytest.approx(50)  # a quarter of the run per segment
     record = await center.kb.get_job("testcluster", "77")
     assert record.predicted_runtime_s == 50 and record.plan_id == "p4"
+
+
+async def test_the_history_estimator_predicts_a_request_as_submitted_at_its_time(
+    center: MiniCenter,
+) -> None:
+    # The request's time, not the wall clock: a replay, or a simulation on its own clock,
+    # asks the history estimator the same question the run did.
+    from tools.planning.generic import HistoryRuntimeEstimator
+
+    await center.kb.add_jobs(_jobs(1.0, datetime(2024, 3, 1, tzinfo=UTC), 1000))  # trains on 1,000
+    agent = ResourceEstimation(center.kb)
+    asked_at = datetime(2024, 3, 8, 14, 30, tzinfo=UTC)
+    spec = WorkloadSpec(
+        name="md", user="bob", workload=GenericJob(application="lmp", cores=2, walltime_s=3600)
+    )
+    event = Envelope.of(
+        EstimateRequested(plan_id="p9", spec=spec),
+        source="test",
+        correlation_id="p9",
+        time=asked_at,
+    )
+    observation = await agent.sense(event)
+    assert observation is not None
+    [history] = [e for e in observation.chain if isinstance(e, HistoryRuntimeEstimator)]
+    assert history.now_s == asked_at.timestamp()

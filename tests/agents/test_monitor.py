@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from knowledge_base.importers.slurm import import_slurm_system
 from knowledge_base.records import JobState
 from tests.agents.conftest import drain, unique
 from tools.actuators.model import JobRequest, SimulatedWork
-from tools.actuators.simulated import ManualClock, SimulatedCluster
+from tools.actuators.simulated import EPOCH, ManualClock, SimulatedCluster
 from tools.actuators.slurm import SlurmExecutor
 
 
@@ -132,3 +133,19 @@ async def test_progress_printed_by_a_real_slurm_job_reaches_the_bus(
     assert finals[-1].done == 3
     assert finals[-1].fraction == 1.0
     assert seen[-1].payload_as(JobFinished).job.state is JobState.COMPLETED
+
+
+async def test_a_simulated_clusters_events_carry_its_own_time(tmp_path: Path) -> None:
+    # A simulated cluster keeps its own clock (a trace replay starts it in January);
+    # events stamped with the wall clock would put a job's end months from its start.
+    clock = ManualClock()
+    cluster = SimulatedCluster(nodes=1, cores_per_node=4, memory_mb_per_node=8000, clock=clock)
+    async with InMemoryBus() as bus:
+        await bus.create_topics([JOBS])
+        monitor = JobMonitor(cluster, bus, system="sim")
+        monitor.watch(await cluster.submit(_request(tmp_path)))
+        started = await monitor.poll_once()
+        clock.advance(120)
+        ended = await monitor.poll_once()
+    assert {e.time for e in started} == {EPOCH}
+    assert {e.time for e in ended} == {EPOCH + timedelta(seconds=120)}

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from agents.events import PlanBuildRequested, PlanOptionsReady, PlanReplanRequested
+from agents.events import Envelope, PlanBuildRequested, PlanOptionsReady, PlanReplanRequested
 from agents.optimization import FixedEstimates, Optimization, OptimizationConfig, remaining_work
 from knowledge_base.records import Interval
 from tests.agents.harness import MiniCenter, dnn_spec, make_plan
@@ -135,3 +136,26 @@ async def test_a_replan_considers_every_partition_on_the_same_hardware(center: M
     # 450 s left at the pace seen: one job on batch beats a chain through debug
     assert answer.recommended.option.partition == "batch"
     assert answer.recommended.spec.workload.epochs == 20  # type: ignore[union-attr]
+
+
+async def test_plans_are_made_at_the_requests_time_on_the_queue_as_the_cluster_sees_it(
+    center: MiniCenter,
+) -> None:
+    # The simulated cluster's clock is not the wall clock: its queue is read at its own
+    # time (or every running job would look months old) and the plan is made at the
+    # request's time, so a replay or a simulation decides what the run decided.
+    center.clock.advance(3600)
+    agent = Optimization(center.kb, {"testcluster": center.cluster})
+    spec = dnn_spec()
+    asked_at = datetime(2024, 5, 1, 9, tzinfo=UTC)
+    event = Envelope.of(
+        PlanBuildRequested(plan_id="p9", spec=spec, estimates=estimates_for(spec, 240)),
+        source="test",
+        correlation_id="p9",
+        time=asked_at,
+    )
+    observation = await agent.sense(event)
+    assert observation is not None
+    assert observation.now == asked_at
+    [snapshot] = observation.snapshots
+    assert snapshot.taken_at == center.clock.now()

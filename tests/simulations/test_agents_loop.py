@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from agents.eventlog import EventLogReader
 from knowledge_base.errors import InvalidInputError
 from rightsize.cli import app
 from simulations.agents_loop import compare_with_agents, replay_plain, window
 from simulations.replay import replay
 from simulations.workload import load_swf
+from tools.actuators.simulated import EPOCH
 
 runner = CliRunner()
 
@@ -129,3 +132,31 @@ def test_cli_refuses_a_policy_the_cluster_does_not_run(shared_data: Path) -> Non
     )
     assert result.exit_code == 2
     assert "--policy" in result.output
+
+
+def test_a_run_with_agents_repeats_itself_on_the_simulated_clock(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    # The agents see only the simulated clock: every event of the run carries its time
+    # (the history estimator predicts each job as submitted at its request's time), so a
+    # second run gives the same figures whatever the wall clock says by then.
+    kth = load_swf(shared_data / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz")
+    runs = []
+    for name in ("first", "second"):
+        home = tmp_path / name
+        home.mkdir()
+        comparison = compare_with_agents(
+            kth, policy="easy", jobs=6, history_jobs=1000, home=home, event_log=home / "log"
+        )
+        runs.append(asyncio.run(comparison))
+    timing = {"seconds", "jobs_per_s"}
+    first, second = (run.model_dump(exclude={"plain": timing, "agents": timing}) for run in runs)
+    assert first == second
+    assert all(name.startswith("history-trace") for name in runs[0].estimators)
+    replayed = window(kth, 1000, 1006)
+    # no job ends later than if each ran alone after the last submission, killed at twice
+    # its request (the Re-scheduler's longest retry)
+    latest = EPOCH + timedelta(seconds=int(replayed.submit_s[-1] + 3 * replayed.req_s.sum()))
+    times = [entry.event.time for entry in EventLogReader(tmp_path / "first" / "log")]
+    assert times
+    assert all(EPOCH <= time <= latest for time in times), (min(times), max(times), latest)
