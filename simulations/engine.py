@@ -322,18 +322,11 @@ def warm_up() -> None:
     global _warm
     if not _warm:
         one = np.ones(2, dtype=np.int64)
-        for policy in (EASY, CONSERVATIVE):
-            simulate_arrays(
-                submit_s=np.zeros(2, dtype=np.int64),
-                run_s=one,
-                req_s=one,
-                procs=one,
-                est_s=one,
-                user=-one,
-                machine_procs=1,
-                policy=policy,
-                last2=policy == EASY,
-            )
+        zero = np.zeros(2, dtype=np.int64)
+        _simulate(zero, one, one, one, one.copy(), -one, 1, EASY, True, 1, _NO_SCORER, False)
+        _simulate(
+            zero, one, one, one, one.copy(), -one, 1, CONSERVATIVE, False, 1, _NO_SCORER, False
+        )
         _warm = True
 
 

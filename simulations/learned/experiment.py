@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from simulations.learned.priority import PriorityPolicy, simulate_priority
+from simulations.learned.priority import PriorityPolicy
 from simulations.learned.train import JobArrays, TrainingSettings, train_policy
 from simulations.metrics import bounded_slowdown
 from simulations.synth.columns import JobTable, Trace, read_trace
@@ -68,14 +68,7 @@ def arrays_from_table(table: JobTable, machine_procs: int) -> JobArrays:
 
 
 def _held_out(jobs: JobArrays, policy: PriorityPolicy | None) -> tuple[float, float]:
-    start, end = simulate_priority(
-        submit_s=jobs.submit_s,
-        run_s=jobs.run_s,
-        req_s=jobs.req_s,
-        procs=jobs.procs,
-        machine_procs=jobs.machine_procs,
-        policy=policy,
-    )
+    start, end = jobs.schedule(policy)
     wait = (start - jobs.submit_s).astype(np.float64)
     bsld = bounded_slowdown(wait, (end - start).astype(np.float64))
     return float(bsld.mean()), float(wait.mean())

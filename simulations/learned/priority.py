@@ -19,9 +19,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulations.engine import EASY, SCORE_FEATURES, Scorer, simulate_arrays
-from simulations.metrics import bounded_slowdown
 
-__all__ = ["FEATURES", "PriorityPolicy", "mean_bsld", "simulate_priority"]
+__all__ = ["FEATURES", "PriorityPolicy", "simulate_priority"]
 
 FEATURES = SCORE_FEATURES
 
@@ -80,25 +79,3 @@ def simulate_priority(
         scorer=None if policy is None else policy.arrays(),
     )
     return start, end
-
-
-def mean_bsld(
-    *,
-    submit_s: np.ndarray,
-    run_s: np.ndarray,
-    req_s: np.ndarray,
-    procs: np.ndarray,
-    machine_procs: int,
-    policy: PriorityPolicy | None,
-) -> float:
-    start, end = simulate_priority(
-        submit_s=submit_s,
-        run_s=run_s,
-        req_s=req_s,
-        procs=procs,
-        machine_procs=machine_procs,
-        policy=policy,
-    )
-    return float(
-        bounded_slowdown((start - submit_s).astype(float), (end - start).astype(float)).mean()
-    )

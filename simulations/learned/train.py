@@ -20,7 +20,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from knowledge_base.errors import InvalidInputError
-from simulations.learned.priority import PriorityPolicy, mean_bsld
+from simulations.learned.priority import PriorityPolicy, simulate_priority
+from simulations.metrics import bounded_slowdown
+from simulations.workload import Workload
 
 __all__ = ["JobArrays", "TrainingResult", "TrainingSettings", "train_policy"]
 
@@ -38,6 +40,11 @@ class JobArrays(BaseModel):
     procs: np.ndarray
     machine_procs: int
 
+    @classmethod
+    def of(cls, workload: Workload) -> JobArrays:
+        """The workload's columns (every field here is one of its, by the same name)."""
+        return cls(**{name: getattr(workload, name) for name in cls.model_fields})
+
     def window(self, begin: int, jobs: int) -> JobArrays:
         end = begin + jobs
         return JobArrays(
@@ -48,8 +55,9 @@ class JobArrays(BaseModel):
             machine_procs=self.machine_procs,
         )
 
-    def mean_bsld(self, policy: PriorityPolicy | None) -> float:
-        return mean_bsld(
+    def schedule(self, policy: PriorityPolicy | None) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) per job under ``policy`` (None: plain EASY)."""
+        return simulate_priority(
             submit_s=self.submit_s,
             run_s=self.run_s,
             req_s=self.req_s,
@@ -57,6 +65,11 @@ class JobArrays(BaseModel):
             machine_procs=self.machine_procs,
             policy=policy,
         )
+
+    def mean_bsld(self, policy: PriorityPolicy | None) -> float:
+        start, end = self.schedule(policy)
+        wait, run = (start - self.submit_s).astype(float), (end - start).astype(float)
+        return float(bounded_slowdown(wait, run).mean())
 
 
 class TrainingSettings(BaseModel):

@@ -59,37 +59,20 @@ def test_changing_a_slice_leaves_the_trace_it_came_from_alone() -> None:
     assert whole.dropped == Counter({"no run time": 4})
 
 
-def _job(job_id: int, *, run_s: int | None, request_s: int | None, procs: int | None) -> SWFJob:
-    return SWFJob(
-        job_id=job_id,
-        submit_time_s=job_id,
-        wait_s=0,
-        run_s=run_s,
-        allocated_procs=procs,
-        avg_cpu_time_s=None,
-        used_memory_kb_per_proc=None,
-        requested_procs=None,
-        requested_time_s=request_s,
-        requested_memory_kb_per_proc=None,
-        status=1,
-        user_id=7,
-        group_id=None,
-        executable_id=None,
-        queue_id=None,
-        partition_id=None,
-        preceding_job_id=None,
-        think_time_s=None,
-    )
+def _job(line: str) -> SWFJob:
+    """An SWF line's 18 numbers, -1 read as unknown (as the reader reads them)."""
+    return SWFJob(*(None if value == "-1" else int(value) for value in line.split()))
 
 
+#        id submit wait run alloc cpu mem req_procs req_time req_mem status user ...
 JOBS = [
-    _job(1, run_s=50, request_s=60, procs=4),
-    _job(2, run_s=None, request_s=60, procs=4),
-    _job(3, run_s=0, request_s=60, procs=4),
-    _job(4, run_s=50, request_s=None, procs=4),
-    _job(5, run_s=50, request_s=60, procs=None),
-    _job(6, run_s=50, request_s=60, procs=9),
-    _job(7, run_s=90, request_s=60, procs=8),
+    _job("1  1 0  50 4 -1 -1 -1 60 -1 1 7 -1 -1 -1 -1 -1 -1"),
+    _job("2  2 0  -1 4 -1 -1 -1 60 -1 1 7 -1 -1 -1 -1 -1 -1"),
+    _job("3  3 0   0 4 -1 -1 -1 60 -1 1 7 -1 -1 -1 -1 -1 -1"),
+    _job("4  4 0  50 4 -1 -1 -1 -1 -1 1 7 -1 -1 -1 -1 -1 -1"),
+    _job("5  5 0  50 -1 -1 -1 -1 60 -1 1 7 -1 -1 -1 -1 -1 -1"),
+    _job("6  6 0  50 9 -1 -1 -1 60 -1 1 7 -1 -1 -1 -1 -1 -1"),
+    _job("7  7 0  90 1 -1 -1 8 60 -1 0 7 -1 -1 -1 -1 -1 -1"),
 ]
 
 

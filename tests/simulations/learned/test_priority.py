@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulations.learned.priority import FEATURES, PriorityPolicy, simulate_priority
+from simulations.learned.priority import FEATURES, PriorityPolicy
 from simulations.learned.train import JobArrays, TrainingSettings, train_policy
 from simulations.replay import replay
 from simulations.workload import Workload, load_swf
@@ -19,44 +19,20 @@ def kth(shared_data: Path) -> Workload:
     return load_swf(shared_data / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz")
 
 
-def _arrays(w: Workload, jobs: int) -> JobArrays:
-    return JobArrays(
-        submit_s=w.submit_s[:jobs],
-        run_s=w.run_s[:jobs],
-        req_s=w.req_s[:jobs],
-        procs=w.procs[:jobs],
-        machine_procs=w.machine_procs,
-    )
-
-
 def test_no_policy_and_zero_weights_both_reproduce_the_simulators_easy(kth: Workload) -> None:
     reference = replay(kth, policy="easy", estimate="user")
     zero = PriorityPolicy.from_vector(np.zeros(PriorityPolicy.size(4)), 4)
     for policy in (None, zero):
-        start, end = simulate_priority(
-            submit_s=kth.submit_s,
-            run_s=kth.run_s,
-            req_s=kth.req_s,
-            procs=kth.procs,
-            machine_procs=kth.machine_procs,
-            policy=policy,
-        )
+        start, end = JobArrays.of(kth).schedule(policy)
         np.testing.assert_array_equal(start, reference.start_s)
         np.testing.assert_array_equal(end, reference.end_s)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_any_weights_give_a_legal_schedule(kth: Workload, seed: int) -> None:
-    jobs = _arrays(kth, 5000)
+    jobs = JobArrays.of(kth.slice(0, 5000))
     vector = np.random.default_rng(seed).normal(0, 2, PriorityPolicy.size(8))
-    start, end = simulate_priority(
-        submit_s=jobs.submit_s,
-        run_s=jobs.run_s,
-        req_s=jobs.req_s,
-        procs=jobs.procs,
-        machine_procs=jobs.machine_procs,
-        policy=PriorityPolicy.from_vector(vector, 8),
-    )
+    start, end = jobs.schedule(PriorityPolicy.from_vector(vector, 8))
     assert (start >= jobs.submit_s).all()
     np.testing.assert_array_equal(end - start, np.minimum(jobs.run_s, jobs.req_s))
     # Processors in use never exceed the machine: sweep starts (+) and ends (-).
@@ -67,7 +43,7 @@ def test_any_weights_give_a_legal_schedule(kth: Workload, seed: int) -> None:
 
 
 def test_training_is_deterministic_and_reports_against_easy(kth: Workload) -> None:
-    jobs = _arrays(kth, 6000)
+    jobs = JobArrays.of(kth.slice(0, 6000))
     settings = TrainingSettings(
         hidden=4, population=6, elite=2, generations=3, windows=2, window_jobs=1500, seed=7
     )
@@ -90,27 +66,23 @@ def _shortest_request_first() -> PriorityPolicy:
     return PriorityPolicy.from_vector(vector, 1)
 
 
-def _hand(jobs: list[tuple[int, int, int, int]], machine: int) -> JobArrays:
+def _hand(jobs: list[tuple[int, int, int, int]], machine: int) -> Workload:
     """jobs: (submit, procs, run, request)."""
-    table = np.array(jobs, dtype=np.int64)
-    return JobArrays(
-        submit_s=table[:, 0],
-        procs=table[:, 1],
-        run_s=table[:, 2],
-        req_s=table[:, 3],
+    submit, procs, run, request = np.array(jobs, dtype=np.int64).T
+    return Workload(
+        name="hand",
         machine_procs=machine,
+        submit_s=submit,
+        run_s=run,
+        req_s=request,
+        procs=procs,
+        user=np.full(len(jobs), -1),
+        job_ids=np.arange(1, len(jobs) + 1),
     )
 
 
-def _starts(jobs: JobArrays, policy: PriorityPolicy | None) -> list[int]:
-    start, _ = simulate_priority(
-        submit_s=jobs.submit_s,
-        run_s=jobs.run_s,
-        req_s=jobs.req_s,
-        procs=jobs.procs,
-        machine_procs=jobs.machine_procs,
-        policy=policy,
-    )
+def _starts(jobs: Workload, policy: PriorityPolicy | None) -> list[int]:
+    start, _ = JobArrays.of(jobs).schedule(policy)
     return start.tolist()
 
 
@@ -127,16 +99,6 @@ def test_a_scored_queue_backfills_with_easys_tie_rule() -> None:
     # is at 100, when A and B both free theirs, so 2 are spare then and C (1 proc, 500 s)
     # starts at once. Counting only A at the reservation would leave none spare.
     jobs = _hand([(0, 1, 100, 100), (0, 2, 100, 100), (1, 2, 50, 50), (2, 1, 500, 500)], 4)
-    workload = Workload(
-        name="hand",
-        machine_procs=4,
-        submit_s=jobs.submit_s,
-        run_s=jobs.run_s,
-        req_s=jobs.req_s,
-        procs=jobs.procs,
-        user=np.full(4, -1),
-        job_ids=np.arange(1, 5),
-    )
-    easy = replay(workload, policy="easy", estimate="user").start_s.tolist()
+    easy = replay(jobs, policy="easy", estimate="user").start_s.tolist()
     assert easy == [0, 0, 100, 2]
     assert _starts(jobs, _shortest_request_first()) == easy
