@@ -30,7 +30,9 @@ __all__ = [
     "analytic_time_s",
     "cpu_spec",
     "gpu_spec",
+    "memory_terms_mb",
     "optimizer_states",
+    "time_terms_s",
 ]
 
 _MIB = 1024.0 * 1024.0
@@ -91,18 +93,44 @@ def optimizer_states(optimizer: str) -> int:
     return 2 if optimizer.lower() in {"adam", "adamw"} else 1
 
 
+def memory_terms_mb(summary: Mapping[str, float], optimizer: str) -> dict[str, float]:
+    """The analytic memory's terms, MiB: model state (weights, gradients, optimizer
+    states), buffers, the batch, saved activations and the live peak. ``summary`` is
+    ``OpGraph.summary()``."""
+    return {
+        "state": summary.get("parameter_bytes", 0.0) * (2 + optimizer_states(optimizer)) / _MIB,
+        "buffers": summary.get("buffer_bytes", 0.0) / _MIB,
+        "batch": summary.get("batch_bytes", 0.0) / _MIB,
+        "saved": summary.get("saved_activation_bytes", 0.0) / _MIB,
+        "live": summary.get("peak_live_bytes", 0.0) / _MIB,
+    }
+
+
 def analytic_memory_mb(summary: Mapping[str, float], optimizer: str) -> float:
     """Model state + batch + activations (saved, or the live peak if larger), MiB.
 
     ``summary`` is ``OpGraph.summary()``.
     """
-    state = summary.get("parameter_bytes", 0.0) * (2 + optimizer_states(optimizer))
-    activations = max(
-        summary.get("saved_activation_bytes", 0.0), summary.get("peak_live_bytes", 0.0)
-    )
-    return (
-        state + summary.get("buffer_bytes", 0.0) + summary.get("batch_bytes", 0.0) + activations
-    ) / _MIB
+    terms = memory_terms_mb(summary, optimizer)
+    return terms["state"] + terms["buffers"] + terms["batch"] + max(terms["saved"], terms["live"])
+
+
+def time_terms_s(
+    summary: Mapping[str, float], spec: HardwareSpec, optimizer: str
+) -> dict[str, float]:
+    """The analytic step time's terms, s: FLOPs at peak x efficiency, bytes the operators
+    move and the optimizer update's bytes at bandwidth, and dispatch per operator."""
+    flops = summary.get("forward_flops", 0.0) + summary.get("backward_flops", 0.0)
+    moved = summary.get("forward_bytes", 0.0) + summary.get("backward_bytes", 0.0)
+    # The update reads weight, gradient and states and writes weight and states.
+    update = summary.get("parameter_bytes", 0.0) * (3 + 2 * optimizer_states(optimizer))
+    dispatch = GPU_DISPATCH_S if spec.kind == "gpu" else CPU_DISPATCH_S
+    return {
+        "compute": flops / (spec.peak_gflops * 1e9 * MATMUL_EFFICIENCY),
+        "memory": moved / (spec.bandwidth_gbs * 1e9),
+        "update": update / (spec.bandwidth_gbs * 1e9),
+        "dispatch": (summary.get("graph_nodes", 0.0) + 4) * dispatch,
+    }
 
 
 def analytic_time_s(summary: Mapping[str, float], spec: HardwareSpec, optimizer: str) -> float:
@@ -111,13 +139,4 @@ def analytic_time_s(summary: Mapping[str, float], spec: HardwareSpec, optimizer:
     Additive rather than a per-operator max: an eager step runs its operators one after
     another, and on CPUs memory-bound operators rarely overlap compute.
     """
-    flops = summary.get("forward_flops", 0.0) + summary.get("backward_flops", 0.0)
-    moved = summary.get("forward_bytes", 0.0) + summary.get("backward_bytes", 0.0)
-    # The update reads weight, gradient and states and writes weight and states.
-    update = summary.get("parameter_bytes", 0.0) * (3 + 2 * optimizer_states(optimizer))
-    dispatch = GPU_DISPATCH_S if spec.kind == "gpu" else CPU_DISPATCH_S
-    return (
-        flops / (spec.peak_gflops * 1e9 * MATMUL_EFFICIENCY)
-        + (moved + update) / (spec.bandwidth_gbs * 1e9)
-        + (summary.get("graph_nodes", 0.0) + 4) * dispatch
-    )
+    return sum(time_terms_s(summary, spec, optimizer).values())

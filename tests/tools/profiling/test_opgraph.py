@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
-from tools.profiling.analytic import analytic_memory_mb, analytic_time_s, cpu_spec
+from tools.profiling.analytic import (
+    analytic_memory_mb,
+    analytic_time_s,
+    cpu_spec,
+    memory_terms_mb,
+    time_terms_s,
+)
 from tools.profiling.opgraph import category_of, op_graph
 from tools.profiling.zoo import family
 from tools.profiling.zoo.registry import TrainingTask
@@ -76,3 +83,17 @@ def test_the_analytic_models_grow_with_the_batch_and_the_optimizer() -> None:
     assert analytic_memory_mb(small, "adam") > analytic_memory_mb(small, "sgd")
     two = cpu_spec("AMD EPYC", 2)
     assert analytic_time_s(large, two, "sgd") < analytic_time_s(large, spec, "sgd")
+
+
+def test_the_analytic_estimates_are_the_sums_of_their_terms() -> None:
+    summary = op_graph(_mlp_task(32)).summary()
+    spec = cpu_spec("AMD EPYC", 2)
+    terms = time_terms_s(summary, spec, "adam")
+    assert set(terms) == {"compute", "memory", "update", "dispatch"}
+    assert all(v > 0 for v in terms.values())
+    assert sum(terms.values()) == pytest.approx(analytic_time_s(summary, spec, "adam"))
+    memory = memory_terms_mb(summary, "adam")
+    assert memory["state"] == pytest.approx(summary["parameter_bytes"] * 4 / 2**20)
+    expected = memory["state"] + memory["buffers"] + memory["batch"]
+    expected += max(memory["saved"], memory["live"])
+    assert analytic_memory_mb(summary, "adam") == pytest.approx(expected)

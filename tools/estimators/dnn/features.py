@@ -11,6 +11,10 @@ Three groups, so each estimator's inputs are explicit:
 - ``analytic``: the analytic time and memory (``tools.profiling.analytic``) on this
   hardware.
 
+``analytic_terms`` gives the analytic model's terms one by one (compute, memory traffic,
+update, dispatch; model state, buffers, batch, saved activations, live peak) with a
+constant, for the hybrid's fitted linear base (``bundle``).
+
 Targets are logs: ``log(iteration_s)`` and ``log(peak_memory_mb)``; errors are relative.
 """
 
@@ -26,7 +30,9 @@ from tools.profiling.analytic import (
     HardwareSpec,
     analytic_memory_mb,
     analytic_time_s,
+    memory_terms_mb,
     optimizer_states,
+    time_terms_s,
 )
 from tools.profiling.zoo.registry import FAMILIES
 
@@ -35,6 +41,7 @@ __all__ = [
     "FeatureInput",
     "analytic_columns",
     "analytic_estimates",
+    "analytic_terms",
     "feature_names",
     "feature_row",
     "matrix",
@@ -85,6 +92,20 @@ def analytic_estimates(item: FeatureInput) -> tuple[float, float]:
         analytic_time_s(item.summary, item.hardware, item.optimizer),
         analytic_memory_mb(item.summary, item.optimizer),
     )
+
+
+# The constant of each target's linear base, in its unit: 1 ms per step, 1 MiB.
+_BASE_CONSTANT = {"iteration_s": 1e-3, "peak_memory_mb": 1.0}
+
+
+def analytic_terms(item: FeatureInput) -> dict[str, list[float]]:
+    """target -> (constant, the analytic model's terms): what a linear base weighs."""
+    time = time_terms_s(item.summary, item.hardware, item.optimizer)
+    memory = memory_terms_mb(item.summary, item.optimizer)
+    return {
+        "iteration_s": [_BASE_CONSTANT["iteration_s"], *time.values()],
+        "peak_memory_mb": [_BASE_CONSTANT["peak_memory_mb"], *memory.values()],
+    }
 
 
 def analytic_columns() -> list[str]:
