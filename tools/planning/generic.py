@@ -139,6 +139,15 @@ class HistoryRuntimeEstimator:
         # The estimator's own conversion: its point estimate within [0, safe] at the
         # calibrated coverage (its field names are still moving; this method is its API).
         runtime = prediction.runtime_interval()
+        if workload.walltime_s and runtime.point > workload.walltime_s:
+            # Its point stops at the request plus the kill delay the history shows (a job
+            # expected to run to its limit); the delay is the batch system's, not work.
+            runtime = Interval(
+                point=float(workload.walltime_s),
+                low=runtime.low,
+                high=runtime.high,
+                coverage=runtime.coverage,
+            )
         if prediction.memory_safe_kb_per_proc is not None:
             per_node = candidate.cores_per_node / 1024
             mem_point = (prediction.memory_p50_kb_per_proc or 0.0) * per_node

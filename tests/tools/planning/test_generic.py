@@ -6,8 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 from knowledge_base.catalog import Catalog
 from knowledge_base.records import JobRecord, JobState, ResourceEstimate
-from knowledge_base.workload import GenericJob
+from knowledge_base.workload import GenericJob, Goals, WorkloadSpec
+from tools.estimators.features import HistoryJob
 from tools.estimators.history import HistoryConfig
+from tools.planning.builder import BuildContext, PlanningConfig
+from tools.planning.cost import DollarRates
 from tools.planning.estimation import Candidate, NoEstimate, estimate_first
 from tools.planning.generic import (
     GUESS_ID,
@@ -15,6 +18,7 @@ from tools.planning.generic import (
     HistoryRuntimeEstimator,
     train_history,
 )
+from tools.planning.whatif import what_if
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 JOB = GenericJob(application="lmp", cores=28, walltime_s=4 * 3600, memory_mb=8000)
@@ -28,18 +32,21 @@ def _candidate(catalog: Catalog, system: str = "owens", partition: str = "batch"
     return Candidate(found, part, node_type, 1, 28, 0)
 
 
-def _history(jobs: int) -> list[JobRecord]:
-    """A user whose LAMMPS runs take about an hour though they ask for four."""
+def _history(jobs: int, limit_s: int | None = None) -> list[JobRecord]:
+    """A user whose LAMMPS runs take about an hour though they ask for four.
+
+    With ``limit_s``: runs that always go to that limit, and 40 s past it (the kill's delay).
+    """
     records = []
     for index in range(jobs):
         submit = START + timedelta(hours=index)
-        run_s = 3000 + (index % 7) * 200
+        run_s = 3000 + (index % 7) * 200 if limit_s is None else limit_s + 40
         records.append(
             JobRecord(
                 job_id=str(index), system="owens", partition="batch", user="alice",
                 application="lmp", state=JobState.COMPLETED, submit_time=submit,
                 start_time=submit, end_time=submit + timedelta(seconds=run_s), run_s=run_s,
-                requested_cores=28, requested_walltime_s=4 * 3600,
+                requested_cores=28, requested_walltime_s=limit_s or 4 * 3600,
             )
         )  # fmt: skip
     return records
@@ -76,3 +83,45 @@ def test_a_trained_history_estimator_answers_before_the_guess(catalog: Catalog) 
     assert answer.runtime_s.point < 2 * 3600  # learned: about an hour, not the 4 h asked
     elsewhere = _candidate(catalog, "pitzer", "serial")
     assert isinstance(history.estimate(JOB, elsewhere), NoEstimate)  # it knows owens only
+
+
+def test_a_job_that_runs_to_the_partition_limit_is_planned_at_the_limit(
+    catalog: Catalog,
+) -> None:
+    candidate = _candidate(catalog)
+    limit_s = candidate.partition.max_minutes * 60
+    trained = train_history(
+        _history(60, limit_s=limit_s), HistoryConfig(first_train_jobs=40, threads=1)
+    )
+    assert trained is not None
+    history = HistoryRuntimeEstimator(
+        "owens", trained, user="alice", now_s=(START + timedelta(days=5)).timestamp()
+    )
+    job = JOB.model_copy(update={"walltime_s": limit_s})
+    # The estimator itself expects the run past the request by the kill's delay ...
+    assert trained.predict(_what_if(job, limit_s)).runtime_estimate_s > limit_s
+    answer = history.estimate(job, candidate)
+    assert isinstance(answer, ResourceEstimate)
+    # ... the plan's point is the request: the delay is the batch system's, not work.
+    assert answer.runtime_s.point == limit_s < answer.runtime_s.high
+    spec = WorkloadSpec(name="md", user="alice", workload=job, goals=Goals(systems=["owens"]))
+    context = BuildContext(spec=spec, config=PlanningConfig(), rates=DollarRates(usd_per_su=1.0))
+    planned = [
+        plan
+        for plan in what_if(spec, catalog, context, [history]).feasible
+        if plan.option.partition == "batch"
+    ]
+    assert planned and all(list(plan.segment_walltimes_s) == [limit_s] for plan in planned)
+    assert any("asks for the limit" in note for note in planned[0].notes)
+
+
+def _what_if(job: GenericJob, limit_s: int) -> HistoryJob:
+    return HistoryJob(
+        job_id="what-if",
+        submit_time_s=(START + timedelta(days=5)).timestamp(),
+        user="alice",
+        application=job.application,
+        partition="batch",
+        procs=28,
+        requested_time_s=float(limit_s),
+    )
