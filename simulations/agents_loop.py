@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -73,6 +74,9 @@ __all__ = [
 ]
 
 SYSTEM_NAME = "trace"
+# A plan's reason names its batch job ("job 1234 ran out of walltime ..."): counted by
+# what happened, not by which job.
+_JOB_NAMED = re.compile(r"^job \S+ ")
 PARTITION_NAME = "batch"
 APPLICATION = "swf-job"  # SWF executable numbers are missing from most traces
 MEMORY_MB_PER_PROC = 1024
@@ -232,6 +236,7 @@ class AgentsRun:
     concluded: dict[str, int]  # plan status -> count
     estimators: dict[str, int]  # which estimator sized the plans -> count
     unplanned_reasons: dict[str, int]  # why no plan met the limits -> count
+    failed_reasons: dict[str, int]  # why a plan that ran ended failed -> count
 
 
 def _result(
@@ -489,11 +494,9 @@ def _agents_run(
     planned = np.ones(n, dtype=bool)
     concluded: dict[str, int] = {}
     estimators: dict[str, int] = {}
-    reasons: dict[str, int] = {}
+    unplanned_reasons: dict[str, int] = {}
+    failed_reasons: dict[str, int] = {}
     for index, plan in enumerate(plans):
-        if plan.status is PlanStatus.FAILED:
-            reason = plan.reason[:160]
-            reasons[reason] = reasons.get(reason, 0) + 1
         concluded[plan.status.value] = concluded.get(plan.status.value, 0) + 1
         if plan.estimate is not None:
             name = plan.estimate.estimator_id
@@ -509,6 +512,10 @@ def _agents_run(
             )
         last = jobs[-1]
         planned[index] = last.request.plan_id is not None
+        if plan.status is PlanStatus.FAILED:
+            reasons = failed_reasons if planned[index] else unplanned_reasons
+            reason = _JOB_NAMED.sub("the job ", plan.reason)[:160]
+            reasons[reason] = reasons.get(reason, 0) + 1
         start[index] = _seconds(last.start)
         end[index] = _seconds(last.end)
         killed[index] = last.state is not JobState.COMPLETED
@@ -523,7 +530,16 @@ def _agents_run(
         seconds=seconds,
         resubmissions=int((attempts - 1).clip(min=0).sum()),
     )
-    return AgentsRun(result, requested, attempts, planned, concluded, estimators, reasons)
+    return AgentsRun(
+        result,
+        requested,
+        attempts,
+        planned,
+        concluded,
+        estimators,
+        unplanned_reasons,
+        failed_reasons,
+    )
 
 
 class AgentsComparison(BaseModel):
@@ -542,7 +558,8 @@ class AgentsComparison(BaseModel):
     )
     estimators: dict[str, int] = Field(description="Which estimator sized the plans")
     unplanned: int = Field(description="Jobs no plan fit; they ran with the user's request")
-    unplanned_reasons: dict[str, int]
+    unplanned_reasons: dict[str, int] = Field(description="Why no plan fit -> jobs")
+    failed_reasons: dict[str, int] = Field(description="Why a plan that ran failed -> jobs")
     plans: dict[str, int] = Field(description="Plan outcomes")
 
 
@@ -592,5 +609,6 @@ async def compare_with_agents(
         estimators=run.estimators,
         unplanned=int((~run.planned).sum()),
         unplanned_reasons=run.unplanned_reasons,
+        failed_reasons=run.failed_reasons,
         plans=run.concluded,
     )

@@ -83,6 +83,11 @@ def test_agents_right_size_a_window_and_every_job_runs(sdsc: object, tmp_path: P
     # a job the agents let die is one whose plan they concluded as failed (or ran unplanned)
     failed = comparison.plans.get("failed", 0)
     assert comparison.agents.killed <= failed + comparison.unplanned
+    # every failed plan is counted once by why: no plan fit, or the plan ran and failed
+    assert sum(comparison.unplanned_reasons.values()) == comparison.unplanned
+    assert sum(comparison.failed_reasons.values()) == failed - comparison.unplanned
+    reasons = [*comparison.unplanned_reasons, *comparison.failed_reasons]
+    assert not any(reason.startswith("job ") for reason in reasons)  # grouped, not per job
     assert set(comparison.plans) <= {"completed", "failed"}
     assert comparison.request_over_run["agents"] > 0
     assert comparison.agents.mean_bsld >= 1 and comparison.plain.mean_bsld >= 1
