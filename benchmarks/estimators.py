@@ -5,6 +5,7 @@ all and with 20% of the training data; plus the cross-hardware result on Gavel's
     python benchmarks/estimators.py                      # the table (15-20 min on 2 cores)
     python benchmarks/estimators.py --json out.json      # and every figure as JSON
     python benchmarks/estimators.py --quick              # a smoke run (few epochs)
+    python benchmarks/estimators.py --base-study         # the hybrid's base, validated (~10 min)
 
 Data: ``data/dnn_profiles/cpu_sweep.jsonl`` (status ``ok`` rows; crashes and OOMs are out).
 Protocol, fixed before any test figure was looked at:
@@ -64,6 +65,8 @@ from tools.estimators.dnn.bundle import (  # noqa: E402
     HYBRID_PARAMS,
     KINDS,
     example_inputs,
+    family_folds,
+    raw_quantiles,
     split_validation,
     train_bundle,
 )
@@ -188,6 +191,60 @@ def _validation_line(
     return "; ".join(parts)
 
 
+def _config_parts(examples: Sequence[Example], count: int, seed: int) -> list[list[Example]]:
+    """``count`` folds of the configurations of ``examples`` (repeats together)."""
+    keys = sorted({e.config_key for e in examples})
+    order = np.random.default_rng(seed).permutation(len(keys))
+    fold_of = {keys[index]: rank % count for rank, index in enumerate(order)}
+    return [[e for e in examples if fold_of[e.config_key] == f] for f in range(count)]
+
+
+def _base_study(examples: Sequence[Example], rest: Sequence[Example], store: GraphStore) -> None:
+    """The hybrid over the analytic estimate against over the fitted linear base, on the
+    benchmark's training data only (its test rows are never predicted): 5-fold CV of
+    the seen settings' training configurations, and new-family folds (the bundle's three
+    folds of families) inside each unseen setting's training families. XGBoost only
+    (no GNN inputs), so it runs in minutes; p50 MAPE %."""
+    bases = ("analytic", "linear")
+    for fraction in (1.0, 0.2):
+        label = f"{int(fraction * 100)}%"
+        studies: dict[str, list[tuple[list[Example], list[Example]]]] = {"in-family": []}
+        train = _subsample(rest, fraction, seed=1)
+        for part in _config_parts(train, 5, seed=7):
+            keys = {e.config_key for e in part}
+            studies["in-family"].append(([e for e in train if e.config_key not in keys], part))
+        studies["new-family"] = []
+        for fold in FOLDS:
+            fold_train = _subsample([e for e in examples if e.family not in fold], fraction, 1)
+            for held in family_folds(fold_train, 3):
+                inside = [e for e in fold_train if e.family not in held]
+                studies["new-family"].append((inside, [e for e in fold_train if e.family in held]))
+        for study, splits in studies.items():
+            errors: dict[tuple[str, str], list[np.ndarray]] = {}
+            for fit, held_out in splits:
+                for base in bases:
+                    raw = raw_quantiles(
+                        fit, held_out, store, kinds=("hybrid",), hybrid_gnn=False, hybrid_base=base
+                    )
+                    for target in TARGETS:
+                        truth = _truth(held_out, target)
+                        p50 = np.exp(raw[target]["hybrid"][:, 1])
+                        errors.setdefault((target, base), []).append(np.abs(p50 - truth) / truth)
+            figures = "; ".join(
+                f"{target} "
+                + ", ".join(
+                    f"{base} {np.mean(np.concatenate(errors[(target, base)])) * 100:.2f}"
+                    for base in bases
+                )
+                for target in TARGETS
+            )
+            print(
+                f"hybrid base, {study} validation, {label} ({len(splits)} splits, "
+                f"{sum(len(h) for _, h in splits)} rows): {figures}",
+                flush=True,
+            )
+
+
 def _truth(examples: Sequence[Example], target: str) -> np.ndarray:
     return np.array([getattr(e, target) for e in examples])
 
@@ -257,6 +314,11 @@ def main() -> None:
         help="What the hybrid corrects: the analytic terms weighted on the training rows "
         "(linear) or the analytic estimate as it is",
     )
+    parser.add_argument(
+        "--base-study",
+        action="store_true",
+        help="Only validate the hybrid's base (analytic against linear) on training data",
+    )
     parser.add_argument("--json", type=Path, default=None, help="Also write figures here")
     parser.add_argument(
         "--shared-data", type=Path, default=REPO.parent / "shared" / "data" / "dnn_profiles"
@@ -281,6 +343,9 @@ def main() -> None:
     floor_by_threads = {t: noise_floor([e for e in examples if e.threads == t]) for t in (1, 2)}
 
     rest, test = split_validation(examples, 0.2, seed=0)
+    if args.base_study:
+        _base_study(examples, rest, store)
+        return
     results: dict[str, object] = {}
     settings: list[
         tuple[str, str, list[tuple[list[Example], dict[str, dict[str, np.ndarray]]]]]

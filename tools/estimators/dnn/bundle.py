@@ -88,6 +88,7 @@ __all__ = [
     "example_inputs",
     "family_folds",
     "fit_linear_base",
+    "raw_quantiles",
     "split_validation",
     "train_bundle",
 ]
@@ -552,6 +553,34 @@ def _fit_models(
                 params=dict(HYBRID_PARAMS if hybrid_params is None else hybrid_params),
             )
     return bundle
+
+
+def raw_quantiles(
+    fit: Sequence[Example],
+    predict: Sequence[Example],
+    store: GraphStore,
+    *,
+    kinds: Sequence[str] = KINDS,
+    seed: int = 0,
+    gnn_epochs: int = 60,
+    xgb_rounds: int = 600,
+    hybrid_gnn: bool = HYBRID_GNN,
+    hybrid_base: str = HYBRID_BASE,
+) -> dict[str, dict[str, NDArray[np.float64]]]:
+    """target -> kind -> uncalibrated log quantiles (rows x 3) on ``predict`` of the
+    kinds fitted on ``fit``: for validation studies (``benchmarks/estimators.py
+    --base-study``)."""
+    bundle = _fit_models(
+        fit,
+        store,
+        kinds=kinds,
+        seed=seed,
+        gnn_epochs=gnn_epochs,
+        xgb_rounds=xgb_rounds,
+        hybrid_gnn=hybrid_gnn,
+        hybrid_base=hybrid_base,
+    )
+    return _raw_on(bundle, predict, store, kinds)
 
 
 def _raw_on(

@@ -39,7 +39,7 @@ kept as ``selection_point`` / ``selected_point`` for comparison: it counts how o
 point estimate falls short, which rewards an estimator biased high, and with two
 training GPUs each held-out fit sees one GPU, where the scaling law's exponents are not
 identified. On K80+P100 it picked the scaling law by 21 under-predictions against the
-roofline's 24 of 46 held-out points, though the law's held-out MAPE was 115% against
+roofline's 24 of 47 held-out points, though the law's held-out MAPE was 115% against
 77%; with calibrated p90s the two are tied on over-prediction error and the roofline's
 point estimate decides (docs/estimators.md, section 5).
 """

@@ -18,6 +18,7 @@ from tools.estimators.dnn.bundle import (
     example_inputs,
     family_folds,
     fit_linear_base,
+    raw_quantiles,
     split_validation,
     train_bundle,
 )
@@ -159,6 +160,25 @@ def test_the_hybrid_corrects_a_base_fitted_to_the_training_rows(
         if target == "peak_memory_mb":
             assert np.all(analytic[:, column] < truth)
             assert 0.8 < float(np.median(base / truth)) < 1.25
+
+
+def test_raw_quantiles_answer_held_out_rows_from_either_base(
+    small_examples: list[Example], graph_store: GraphStore
+) -> None:
+    fit = [e for e in small_examples if e.family != "lstm"]
+    held = [e for e in small_examples if e.family == "lstm"]
+    raws = {
+        base: raw_quantiles(
+            fit, held, graph_store, kinds=("hybrid",), hybrid_gnn=False, hybrid_base=base
+        )
+        for base in ("analytic", "linear")
+    }
+    for target in TARGETS:
+        for raw in raws.values():
+            q = raw[target]["hybrid"]
+            assert q.shape == (len(held), 3) and np.all(np.isfinite(q))
+            assert np.all(np.diff(q, axis=1) >= 0)
+        assert not np.allclose(raws["analytic"][target]["hybrid"], raws["linear"][target]["hybrid"])
 
 
 def test_a_saved_bundle_predicts_the_same(
