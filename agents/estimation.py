@@ -160,17 +160,7 @@ class ProfiledWorkloadEstimator:
             statistics.pstdev([p.iteration_s or 0.0 for p in matching]) if len(matching) > 1 else 0
         )
         return ResourceEstimate(
-            option=PlanOption(
-                system=candidate.system.name,
-                partition=candidate.partition.name,
-                node_type=candidate.node_type.name,
-                nodes=candidate.nodes,
-                cores_per_node=candidate.cores_per_node,
-                gpus_per_node=candidate.gpus_per_node,
-                memory_mb=max(1, math.ceil(memory.high)),
-                walltime_s=max(1, math.ceil(runtime.high)),
-                batch_size=batch,
-            ),
+            option=candidate.option(runtime, memory, batch),
             runtime_s=runtime,
             memory_mb=memory,
             estimator_id=self.estimator_id,

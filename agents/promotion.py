@@ -69,7 +69,6 @@ from knowledge_base.records import (
     Interval,
     JobRecord,
     JobState,
-    PlanOption,
     ResourceEstimate,
 )
 from knowledge_base.store import JobQuery, KnowledgeBase
@@ -491,16 +490,7 @@ class RegistryRuntimeEstimator:
         memory = Interval(point=high_mb * 0.8, low=high_mb * 0.5, high=high_mb, coverage=0.8)
         metric = "log_error" if "log_error" in self.record.validation else "mape"
         return ResourceEstimate(
-            option=PlanOption(
-                system=candidate.system.name,
-                partition=candidate.partition.name,
-                node_type=candidate.node_type.name,
-                nodes=candidate.nodes,
-                cores_per_node=candidate.cores_per_node,
-                gpus_per_node=candidate.gpus_per_node,
-                memory_mb=max(1, math.ceil(memory.high)),
-                walltime_s=max(1, math.ceil(runtime.high)),
-            ),
+            option=candidate.option(runtime, memory),
             runtime_s=runtime,
             memory_mb=memory,
             estimator_id=self.record.id,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from knowledge_base.records import Interval, PlanOption, ResourceEstimate
+from knowledge_base.records import Interval, ResourceEstimate
 from knowledge_base.workload import DNNTraining, Optimizer, Precision
 from tools.planning import hardware
 from tools.planning.estimation import Candidate, NoEstimate, Workload
@@ -179,17 +179,7 @@ class AnalyticDNNEstimator:
         runtime = _spread(STARTUP_S + steps * step_s, runtime_spread)
         host_memory = _spread(host_point, MEMORY_SPREAD)
         return ResourceEstimate(
-            option=PlanOption(
-                system=candidate.system.name,
-                partition=candidate.partition.name,
-                node_type=candidate.node_type.name,
-                nodes=candidate.nodes,
-                cores_per_node=candidate.cores_per_node,
-                gpus_per_node=candidate.gpus_per_node,
-                memory_mb=math.ceil(host_memory.high),
-                walltime_s=max(1, math.ceil(runtime.high)),
-                batch_size=batch,
-            ),
+            option=candidate.option(runtime, host_memory, batch),
             runtime_s=runtime,
             memory_mb=host_memory,
             gpu_memory_mb=gpu_memory,

@@ -14,12 +14,13 @@ candidates and has 50 ms.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from knowledge_base.catalog import NodeType, Partition, System
-from knowledge_base.records import ResourceEstimate
+from knowledge_base.records import Interval, PlanOption, ResourceEstimate
 from knowledge_base.workload import DNNTraining, GenericJob
 
 __all__ = ["Candidate", "Estimator", "NoEstimate", "Workload", "estimate_first"]
@@ -46,6 +47,22 @@ class Candidate:
     @property
     def where(self) -> str:
         return f"{self.system.name}/{self.partition.name}"
+
+    def option(
+        self, runtime_s: Interval, memory_mb: Interval, batch_size: int | None = None
+    ) -> PlanOption:
+        """This shape as a plan option sized by an estimate's upper bounds."""
+        return PlanOption(
+            system=self.system.name,
+            partition=self.partition.name,
+            node_type=self.node_type.name,
+            nodes=self.nodes,
+            cores_per_node=self.cores_per_node,
+            gpus_per_node=self.gpus_per_node,
+            memory_mb=max(1, math.ceil(memory_mb.high)),
+            walltime_s=max(1, math.ceil(runtime_s.high)),
+            batch_size=batch_size,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,11 +11,10 @@ guess stands on every system.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from knowledge_base.records import Interval, JobRecord, PlanOption, ResourceEstimate
+from knowledge_base.records import Interval, JobRecord, ResourceEstimate
 from knowledge_base.workload import GenericJob
 from tools.planning.estimation import Candidate, NoEstimate, Workload
 
@@ -48,19 +47,6 @@ def memory_share_mb(candidate: Candidate) -> float:
     return min(per_core * candidate.cores_per_node, float(partition.max_memory_mb))
 
 
-def _option(candidate: Candidate, runtime: Interval, memory: Interval) -> PlanOption:
-    return PlanOption(
-        system=candidate.system.name,
-        partition=candidate.partition.name,
-        node_type=candidate.node_type.name,
-        nodes=candidate.nodes,
-        cores_per_node=candidate.cores_per_node,
-        gpus_per_node=candidate.gpus_per_node,
-        memory_mb=max(1, math.ceil(memory.high)),
-        walltime_s=max(1, math.ceil(runtime.high)),
-    )
-
-
 def _memory(workload: GenericJob, candidate: Candidate) -> Interval:
     high = float(workload.memory_mb) if workload.memory_mb else memory_share_mb(candidate)
     return Interval(point=high * GUESS_MEMORY_POINT, low=high * 0.5, high=high, coverage=0.8)
@@ -86,7 +72,7 @@ class GuessFallbackEstimator:
         runtime = Interval(point=guess, low=guess * low, high=guess * high, coverage=0.8)
         memory = _memory(workload, candidate)
         return ResourceEstimate(
-            option=_option(candidate, runtime, memory),
+            option=candidate.option(runtime, memory),
             runtime_s=runtime,
             memory_mb=memory,
             estimator_id=GUESS_ID,
@@ -156,7 +142,7 @@ class HistoryRuntimeEstimator:
         else:
             memory = _memory(workload, candidate)
         return ResourceEstimate(
-            option=_option(candidate, runtime, memory),
+            option=candidate.option(runtime, memory),
             runtime_s=runtime,
             memory_mb=memory,
             estimator_id=self.estimator_id,
