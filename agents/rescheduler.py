@@ -22,8 +22,9 @@ The rules, for a job that ended:
   GB, capped at what the partition allows; stop with an explanation once the partition's
   limit was already tried or ``max_oom_attempts`` resubmissions are spent.
 - TIMEOUT: a checkpointing workload that progressed resumes in the next segment; one that
-  cannot checkpoint gets ``walltime_growth`` x the walltime where the partition's limit
-  allows, and stops with an explanation where it does not.
+  cannot checkpoint, or timed out before its first checkpoint, gets ``walltime_growth`` x
+  the walltime where the partition's limit allows, and stops with an explanation (which
+  of the two it was) where it does not.
 - FAILED, CANCELLED, UNKNOWN: stop, saying what the batch system said.
 
 And for a running job's progress: a projected run past the estimate's upper bound by
@@ -307,18 +308,31 @@ def _more_memory(
 
 
 def _longer_walltime(
-    plan: Plan, end: JobEnd, index: int, limits: Limits, policy: ReschedulePolicy
+    plan: Plan,
+    end: JobEnd,
+    index: int,
+    limits: Limits,
+    policy: ReschedulePolicy,
+    checkpointable: bool,
 ) -> NextJob | Finish:
+    """A timeout with nothing to resume from: more walltime, where the partition allows."""
     assert plan.option is not None
     entry = entry_of(plan, end.job_id)
     current = entry.walltime_s if entry is not None else plan.option.walltime_s
     timeouts = _count(plan, JobState.TIMEOUT) + 1
+    # A checkpointing workload lands here when it timed out before its first checkpoint.
+    why = "made no progress to resume from" if checkpointable else "cannot checkpoint"
     if current >= limits.max_walltime_s:
+        needs = (
+            "a unit of its work (an epoch) and its start-up take longer than one job may "
+            "run there; it needs a partition with a longer limit"
+            if checkpointable
+            else "it needs a partition with a longer limit (or checkpointing, to run as a cascade)"
+        )
         return Finish(
             status=PlanStatus.FAILED,
             reason=f"job {end.job_id} ran out of walltime at {_time(current)}, the longest "
-            f"{limits.where} allows, and the workload cannot checkpoint; it needs a "
-            "partition with a longer limit (or checkpointing, to run as a cascade)",
+            f"{limits.where} allows, and the workload {why}; {needs}",
         )
     if timeouts > policy.max_timeout_attempts:
         return Finish(
@@ -335,7 +349,7 @@ def _longer_walltime(
         attempt=attempts_of(plan, index) + 1,
         memory_mb=plan.option.memory_mb,
         walltime_s=walltime_s,
-        reason=f"job {end.job_id} timed out at {_time(current)} and cannot checkpoint; "
+        reason=f"job {end.job_id} timed out at {_time(current)} and {why}; "
         f"resubmitting with {_time(walltime_s)} ({limits.where} allows "
         f"{_time(limits.max_walltime_s)}), attempt {timeouts} of {policy.max_timeout_attempts}",
     )
@@ -379,7 +393,7 @@ def on_job_end(
         )
         if checkpointable and progressed:
             return _next_segment(plan, end, index, policy, f"segment {index} hit its walltime")
-        return _longer_walltime(plan, end, index, limits, policy)
+        return _longer_walltime(plan, end, index, limits, policy, checkpointable)
     if state is JobState.CANCELLED:
         return Finish(
             status=PlanStatus.CANCELLED,

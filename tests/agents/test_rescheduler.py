@@ -81,6 +81,20 @@ def test_a_checkpointing_job_that_timed_out_after_progress_resumes_in_the_next_s
     assert "hit its walltime" in outcome.reason
 
 
+def test_a_checkpointing_job_that_timed_out_before_its_first_checkpoint_says_so() -> None:
+    # At the partition's limit: stop, and say the work unit did not fit, not "cannot checkpoint".
+    plan = with_jobs(make_plan("p", dnn_spec(), segments=3), (0, "1", "running", 60))
+    end = JobEnd(job_id="1", state=JobState.TIMEOUT)
+    outcome = on_job_end(plan, end, limits=DEBUG, checkpointable=True)
+    assert isinstance(outcome, Finish) and outcome.status is PlanStatus.FAILED
+    assert "made no progress to resume from" in outcome.reason
+    assert "cannot checkpoint" not in outcome.reason and "epoch" in outcome.reason
+    # Below the limit: a longer walltime, with the same reason.
+    retried = on_job_end(plan, end, limits=BATCH, checkpointable=True)
+    assert isinstance(retried, NextJob) and retried.kind == "longer_walltime"
+    assert retried.walltime_s == 120 and "made no progress to resume from" in retried.reason
+
+
 def test_a_failure_is_not_retried_and_the_reason_names_the_exit_code() -> None:
     plan = with_jobs(make_plan("p", generic_spec()), (0, "1", "running", 60))
     end = JobEnd(job_id="1", state=JobState.FAILED, exit_code=3)
