@@ -194,7 +194,7 @@ class MiniCenter:
         await self.bus.publish_many([Message.of(topic_for(event.type), event)])
         return event
 
-    async def settle(self, timeout_s: float = 10.0) -> None:
+    async def settle(self, timeout_s: float = 30.0) -> None:
         """Wait until every runner consumed everything and published its outbox."""
         try:
             await settle(self.runners, timeout_s=timeout_s, pause_s=0.01)
