@@ -6,6 +6,7 @@ all and with 20% of the training data; plus the cross-hardware result on Gavel's
     python benchmarks/estimators.py --json out.json      # and every figure as JSON
     python benchmarks/estimators.py --quick              # a smoke run (few epochs)
     python benchmarks/estimators.py --base-study         # the hybrid's base, validated (~10 min)
+    python benchmarks/estimators.py --fold-study         # new-family folds, validated nested
 
 Data: ``data/dnn_profiles/cpu_sweep.jsonl`` (status ``ok`` rows; crashes and OOMs are out).
 Protocol, fixed before any test figure was looked at:
@@ -20,9 +21,10 @@ Protocol, fixed before any test figure was looked at:
 - Every estimator is fitted on 80% of its training data. Intervals are calibrated and
   kinds ranked (HARP's rule, ``selected``) in two regimes, both inside the training
   data: in-family on the other 20% of its configurations, for test rows whose family is
-  in training (seen); new-family on three folds of the training families, each
-  predicted by the kinds refitted without it (linked families held out together), for
-  test rows of families not in training (unseen). ``--family-folds 0`` is the earlier
+  in training (seen); new-family on the training families, one family group at a time
+  (linked families held out together), each predicted by the kinds refitted without
+  it, for test rows of families not in training (unseen). ``--family-folds 3`` is the
+  previous round's three folds of training families, ``--family-folds 0`` the earlier
   protocol (in-family validation for every row). The test split is used only to score;
   the test splits above are unchanged since they were fixed. Hyperparameters are the
   package defaults (the hybrid's tree depth, 3, was chosen on the new-family validation,
@@ -48,6 +50,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +73,7 @@ from tools.estimators.dnn.bundle import (  # noqa: E402
     split_validation,
     train_bundle,
 )
+from tools.estimators.dnn.calibration import calibrate  # noqa: E402
 from tools.estimators.dnn.crosshw import cross_hardware, load_gpu_points  # noqa: E402
 from tools.estimators.dnn.dataset import (  # noqa: E402
     Example,
@@ -101,7 +105,7 @@ def _predict(
     test: Sequence[Example],
     store: GraphStore,
     epochs: int,
-    family_folds: int,
+    family_folds: int | None,
     hybrid_gnn: bool,
     hybrid_params: dict[str, Any] | None = None,
     hybrid_base: str = HYBRID_BASE,
@@ -245,6 +249,86 @@ def _base_study(examples: Sequence[Example], rest: Sequence[Example], store: Gra
             )
 
 
+_HeldOut = tuple[list[Example], dict[str, dict[str, np.ndarray]]]
+
+
+def _held_out(
+    pool: Sequence[Example],
+    store: GraphStore,
+    fits: dict[frozenset[str], _HeldOut],
+    excluded: frozenset[str],
+    wanted: Sequence[str],
+) -> tuple[list[Example], dict[str, np.ndarray]]:
+    """The rows of ``wanted`` families and the hybrid's raw log quantiles on them, from the
+    hybrid fitted on ``pool`` without the ``excluded`` families (cached in ``fits``)."""
+    if excluded not in fits:
+        out = [e for e in pool if e.family in excluded]
+        fit = [e for e in pool if e.family not in excluded]
+        fits[excluded] = (out, raw_quantiles(fit, out, store, kinds=("hybrid",), hybrid_gnn=False))
+    out, raw = fits[excluded]
+    mask = np.array([e.family in wanted for e in out])
+    rows = [e for e in out if e.family in wanted]
+    return rows, {target: raw[target]["hybrid"][mask] for target in TARGETS}
+
+
+def _fold_study(examples: Sequence[Example], store: GraphStore) -> None:
+    """How the new-family calibration's folds (three folds of families, or one per family
+    group) carry to a family the calibrated model never saw, on the benchmark's training
+    data only (its test rows are never predicted). Nested: inside each unseen setting's
+    training families, every family group in turn plays the new family, predicted by the
+    hybrid fitted on the other training families and calibrated by new-family folds of
+    those, as ``train_bundle`` would. XGBoost only (no GNN inputs). Prints the pseudo-new
+    families' p10-p90 coverage (intended 0.80) and the calibration folds' p50 MAPE %."""
+    schemes: dict[str, int | None] = {"3 folds": 3, "one per group": None}
+    for fraction in (1.0, 0.2):
+        label = f"{int(fraction * 100)}%"
+        inside_cover: dict[tuple[str, str], list[np.ndarray]] = {}
+        fold_errors: dict[tuple[str, str], list[np.ndarray]] = {}
+        new_errors: dict[str, list[np.ndarray]] = {}
+        for fold in FOLDS:
+            fold_train = _subsample([e for e in examples if e.family not in fold], fraction, 1)
+            # One fit per set of excluded families, predicting all of them: a (rest minus
+            # held) fit serves the (new, held) pair and the (held, new) pair alike.
+            fits: dict[frozenset[str], _HeldOut] = {}
+            held_out = partial(_held_out, fold_train, store, fits)
+            for new in family_folds(fold_train, None):
+                rest = [e for e in fold_train if e.family not in new]
+                new_rows, new_raw = held_out(frozenset(new), new)
+                for target in TARGETS:
+                    truth = _truth(new_rows, target)
+                    p50 = np.exp(new_raw[target][:, 1])
+                    new_errors.setdefault(target, []).append(np.abs(p50 - truth) / truth)
+                for scheme, count in schemes.items():
+                    parts = [
+                        held_out(frozenset(new) | frozenset(h), h)
+                        for h in family_folds(rest, count)
+                    ]
+                    for target in TARGETS:
+                        q = np.concatenate([raw[target] for _, raw in parts])
+                        y = np.log(np.concatenate([_truth(rows, target) for rows, _ in parts]))
+                        fold_errors.setdefault((scheme, target), []).append(
+                            np.abs(np.exp(q[:, 1]) - np.exp(y)) / np.exp(y)
+                        )
+                        calibrated = np.exp(calibrate(q, y).apply(new_raw[target]))
+                        truth = _truth(new_rows, target)
+                        inside_cover.setdefault((scheme, target), []).append(
+                            (calibrated[:, 0] <= truth) & (truth <= calibrated[:, 2])
+                        )
+        for scheme in schemes:
+            figures = "; ".join(
+                f"{target} coverage {np.mean(np.concatenate(inside_cover[(scheme, target)])):.2f}"
+                f" (calibration folds' MAPE "
+                f"{np.mean(np.concatenate(fold_errors[(scheme, target)])) * 100:.1f}%)"
+                for target in TARGETS
+            )
+            print(f"new-family calibration, {scheme}, {label}: {figures}", flush=True)
+        mape = ", ".join(
+            f"{target} {np.mean(np.concatenate(new_errors[target])) * 100:.1f}%"
+            for target in TARGETS
+        )
+        print(f"  pseudo-new families' MAPE (model fitted on all the others), {label}: {mape}")
+
+
 def _truth(examples: Sequence[Example], target: str) -> np.ndarray:
     return np.array([getattr(e, target) for e in examples])
 
@@ -282,6 +366,15 @@ def _time_by_group(
     }
 
 
+def _family_folds_arg(text: str) -> int | None:
+    """``--family-folds``: 'groups' (one fold per family group) or a count."""
+    return None if text == "groups" else int(text)
+
+
+def _folds_label(folds: int | None) -> str:
+    return "groups" if folds is None else str(folds)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=None)
@@ -291,9 +384,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="5 GNN epochs (a smoke run)")
     parser.add_argument(
         "--family-folds",
-        type=int,
-        default=3,
-        help="Folds of training families for the new-family validation (0: in-family only)",
+        type=_family_folds_arg,
+        default=None,
+        help="Folds of training families for the new-family validation: 'groups' (default, "
+        "one per family group), a number of folds, or 0 (in-family validation only)",
     )
     parser.add_argument(
         "--hybrid-inputs",
@@ -318,6 +412,12 @@ def main() -> None:
         "--base-study",
         action="store_true",
         help="Only validate the hybrid's base (analytic against linear) on training data",
+    )
+    parser.add_argument(
+        "--fold-study",
+        action="store_true",
+        help="Only check the new-family calibration folds (3 or one per group), nested, "
+        "on training data",
     )
     parser.add_argument("--json", type=Path, default=None, help="Also write figures here")
     parser.add_argument(
@@ -345,6 +445,9 @@ def main() -> None:
     rest, test = split_validation(examples, 0.2, seed=0)
     if args.base_study:
         _base_study(examples, rest, store)
+        return
+    if args.fold_study:
+        _fold_study(examples, store)
         return
     results: dict[str, object] = {}
     settings: list[
@@ -404,7 +507,7 @@ def main() -> None:
             t: sorted({str(k) for _, p in pieces for k in p["_selected"][t]}) for t in TARGETS
         }
         folds = [str(p["_validation"]["folds"][0]) for _, p in pieces]
-        headline = "in_family" if families == "seen" and args.family_folds else "headline"
+        headline = "in_family" if families == "seen" and args.family_folds != 0 else "headline"
         validation = _validation_line(pieces, headline)
         by_group = {kind: _time_by_group(pieces, kind) for kind in (*KINDS, "selected")}
         results[f"{families}/{label}"] = {
@@ -440,7 +543,8 @@ def main() -> None:
         f"{', '.join(f'{k} {v}' for k, v in sorted(bases.items()))}; "
         f"{ok_rows - len(examples)} two-thread rows with only a contended wall time left out), "
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"GNN epochs {epochs}, family folds {args.family_folds}, hybrid inputs {args.hybrid_inputs}"
+        f"GNN epochs {epochs}, family folds {_folds_label(args.family_folds)}, "
+        f"hybrid inputs {args.hybrid_inputs}"
         + f", hybrid depth {hybrid_params.get('max_depth', 6)}, hybrid base {args.hybrid_base}"
     )
     print(
@@ -468,7 +572,7 @@ def main() -> None:
         )
     for key, value in results.items():
         assert isinstance(value, dict)
-        regime = "in-family" if key.startswith("seen") or not args.family_folds else "new-family"
+        regime = "in-family" if key.startswith("seen") or args.family_folds == 0 else "new-family"
         print(f"selected by HARP's rule on {regime} validation, {key}: {value['selected']}")
         if not key.startswith("seen") and any(value["validation_folds"]):
             print(f"  new-family validation folds per test fold: {value['validation_folds']}")
@@ -504,7 +608,7 @@ def main() -> None:
             "settings": results,
             "cross_hardware": gpu,
             "gnn_epochs": epochs,
-            "family_folds": args.family_folds,
+            "family_folds": _folds_label(args.family_folds),
             "hybrid_inputs": args.hybrid_inputs,
             "hybrid_params": hybrid_params,
             "hybrid_base": args.hybrid_base,

@@ -28,9 +28,14 @@ families):
 
 - **new families** (the bundle's headline ``selected`` / ``calibration`` /
   ``validation``): whole families of the training data held out,
-  ``family_validation_folds`` (default 3) folds of families (``family_folds``), each
-  predicted by all three kinds refitted on the other folds; families that share blocks
-  (``LINKED_FAMILIES``) are held out together.
+  by default one fold per family group (``family_folds``; ``family_validation_folds``
+  asks for fewer, larger folds instead), each predicted by all three kinds refitted on
+  the other training families; families that share blocks (``LINKED_FAMILIES``) are
+  held out together. One fold per group rather than three: each fold's models then see
+  all the other groups, as the final model sees every training family, and err about
+  as much on the held-out group as it will on a new one; with three folds they saw two
+  thirds of the families, erred more, and the calibrated memory interval came out too
+  wide (docs/estimators.md, section 4).
   This is how the shipped bundle is used: ``rightsize estimate`` answers a user's own
   model, never a zoo family. With fewer than two family groups it falls back to the
   in-family regime.
@@ -452,17 +457,19 @@ def config_folds(
     return [fold for fold in out if fold]
 
 
-def family_folds(examples: Sequence[Example], folds: int = 3) -> list[list[str]]:
-    """Families of ``examples`` in at most ``folds`` folds of similar row counts.
+def family_folds(examples: Sequence[Example], folds: int | None = None) -> list[list[str]]:
+    """Families of ``examples`` in folds for new-family validation.
 
-    Linked families (``LINKED_FAMILIES``) stay in one fold. Fewer than two groups: none.
+    ``None``: one fold per family group (linked families, ``LINKED_FAMILIES``, form one
+    group; every other family is its own). A number: at most that many folds of similar
+    row counts, linked families in one fold. Fewer than two groups: none.
     """
     group_of = {family: group[0] for group in LINKED_FAMILIES for family in group}
     rows = Counter(group_of.get(e.family, e.family) for e in examples)
     members: dict[str, set[str]] = {}
     for e in examples:
         members.setdefault(group_of.get(e.family, e.family), set()).add(e.family)
-    count = min(folds, len(rows))
+    count = len(rows) if folds is None else min(folds, len(rows))
     if count < 2:
         return []
     buckets: list[list[str]] = [[] for _ in range(count)]
@@ -636,7 +643,7 @@ def train_bundle(
     *,
     kinds: Sequence[str] = KINDS,
     validation_fraction: float = 0.2,
-    family_validation_folds: int = 3,
+    family_validation_folds: int | None = None,
     seed: int = 0,
     gnn_epochs: int = 60,
     xgb_rounds: int = 600,
@@ -650,8 +657,9 @@ def train_bundle(
     The estimators are fitted on ``1 - validation_fraction`` of the configurations;
     the rest validate them in-family (with fewer than ``in_family_min_rows`` rows there,
     every configuration is predicted out of fold: ``config_folds``). Then, for new
-    families, every kind is refitted ``family_validation_folds`` times, each time without
-    one fold of families, and judged on the fold it did not see (0: in-family validation
+    families, every kind is refitted once per fold of families (``family_folds``: by
+    default one per family group, or ``family_validation_folds`` folds), each time
+    without that fold, and judged on the fold it did not see (0: in-family validation
     only).
     """
     fit, validation = split_validation(examples, validation_fraction, seed)
@@ -692,7 +700,7 @@ def train_bundle(
             _raw_on(bundle, validation, store, kinds),
             _targets(validation),
         )
-    folds = family_folds(examples, family_validation_folds) if family_validation_folds else []
+    folds = family_folds(examples, family_validation_folds) if family_validation_folds != 0 else []
     new_family: Regime | None = None
     if folds:
         raws: list[dict[str, dict[str, NDArray[np.float64]]]] = []

@@ -109,6 +109,33 @@ def test_family_folds_keep_linked_families_together_and_balance_rows(
     assert len(family_folds(rows, 2)) == 2
 
 
+def test_family_folds_default_to_one_fold_per_family_group(
+    small_examples: list[Example],
+) -> None:
+    rows = [
+        dataclasses.replace(small_examples[0], family=name)
+        for name, count in (
+            ("resnet", 5),
+            ("resnet_bottleneck", 5),
+            ("vit", 4),
+            ("transformer", 4),
+            ("mlp", 6),
+            ("lstm", 3),
+        )
+        for _ in range(count)
+    ]
+    folds = family_folds(rows)
+    assert sorted(folds) == [
+        ["lstm"],
+        ["mlp"],
+        ["resnet", "resnet_bottleneck"],
+        ["transformer", "vit"],
+    ]
+    # A count above the number of groups is the same as one per group, never a split group.
+    assert sorted(family_folds(rows, 10)) == sorted(folds)
+    assert family_folds([e for e in rows if e.family in ("vit", "transformer")]) == []
+
+
 def test_config_folds_start_with_the_split_and_keep_repeats_together(
     small_examples: list[Example],
 ) -> None:
