@@ -84,21 +84,25 @@ def test_rows_are_calibrated_by_their_regime(
                 assert not np.allclose(s, n)
 
 
+def _six_families(example: Example) -> list[Example]:
+    """Rows of six families, two pairs of them linked (ResNets; ViT with the Transformer)."""
+    counts = (
+        ("resnet", 5),
+        ("resnet_bottleneck", 5),
+        ("vit", 4),
+        ("transformer", 4),
+        ("mlp", 6),
+        ("lstm", 3),
+    )
+    return [
+        dataclasses.replace(example, family=name) for name, count in counts for _ in range(count)
+    ]
+
+
 def test_family_folds_keep_linked_families_together_and_balance_rows(
     small_examples: list[Example],
 ) -> None:
-    rows = [
-        dataclasses.replace(small_examples[0], family=name)
-        for name, count in (
-            ("resnet", 5),
-            ("resnet_bottleneck", 5),
-            ("vit", 4),
-            ("transformer", 4),
-            ("mlp", 6),
-            ("lstm", 3),
-        )
-        for _ in range(count)
-    ]
+    rows = _six_families(small_examples[0])
     folds = family_folds(rows, 3)
     assert len(folds) == 3 and sorted(f for fold in folds for f in fold) == sorted(
         {e.family for e in rows}
@@ -112,18 +116,7 @@ def test_family_folds_keep_linked_families_together_and_balance_rows(
 def test_family_folds_default_to_one_fold_per_family_group(
     small_examples: list[Example],
 ) -> None:
-    rows = [
-        dataclasses.replace(small_examples[0], family=name)
-        for name, count in (
-            ("resnet", 5),
-            ("resnet_bottleneck", 5),
-            ("vit", 4),
-            ("transformer", 4),
-            ("mlp", 6),
-            ("lstm", 3),
-        )
-        for _ in range(count)
-    ]
+    rows = _six_families(small_examples[0])
     folds = family_folds(rows)
     assert sorted(folds) == [
         ["lstm"],
