@@ -42,6 +42,7 @@ Pollux's T4 added to training), hardware described by specs only.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -449,6 +450,16 @@ def main() -> None:
     if args.fold_study:
         _fold_study(examples, store)
         return
+    # Every setting trains the same way; only its training and test rows differ.
+    predict = functools.partial(
+        _predict,
+        store=store,
+        epochs=epochs,
+        family_folds=args.family_folds,
+        hybrid_gnn=hybrid_gnn,
+        hybrid_params=hybrid_params,
+        hybrid_base=args.hybrid_base,
+    )
     results: dict[str, object] = {}
     settings: list[
         tuple[str, str, list[tuple[list[Example], dict[str, dict[str, np.ndarray]]]]]
@@ -461,21 +472,7 @@ def main() -> None:
             (
                 "seen",
                 label,
-                [
-                    (
-                        test,
-                        _predict(
-                            train,
-                            test,
-                            store,
-                            epochs,
-                            args.family_folds,
-                            hybrid_gnn,
-                            hybrid_params,
-                            args.hybrid_base,
-                        ),
-                    )
-                ],
+                [(test, predict(train, test))],
             )
         )
         pieces = []
@@ -483,21 +480,7 @@ def main() -> None:
             logging.info("unseen families %s, %s of the training data", fold, label)
             fold_test = [e for e in examples if e.family in fold]
             fold_train = _subsample([e for e in examples if e.family not in fold], fraction, 1)
-            pieces.append(
-                (
-                    fold_test,
-                    _predict(
-                        fold_train,
-                        fold_test,
-                        store,
-                        epochs,
-                        args.family_folds,
-                        hybrid_gnn,
-                        hybrid_params,
-                        args.hybrid_base,
-                    ),
-                )
-            )
+            pieces.append((fold_test, predict(fold_train, fold_test)))
         settings.append(("unseen", label, pieces))
 
     rows = []

@@ -352,10 +352,11 @@ def _scores(model: QuantileModel, candidates: _Candidates) -> tuple[FloatArray, 
     return np.asarray(accuracy, dtype=np.float64), np.asarray(coverage, dtype=np.float64)
 
 
-def _estimate_log(accuracy: FloatArray, values: FloatArray) -> FloatArray:
-    """The candidate with the best predicted accuracy, row by row."""
-    picked = accuracy.argmax(axis=1)
-    return np.asarray(values[np.arange(len(values)), picked], dtype=np.float64)
+def _estimate_log(accuracy: FloatArray, candidates: _Candidates) -> FloatArray:
+    """The candidate with the best predicted accuracy, row by row, within [0, the cap]."""
+    values = candidates.values
+    picked = values[np.arange(len(values)), accuracy.argmax(axis=1)]
+    return np.asarray(np.maximum(np.minimum(picked, candidates.cap_log), 0.0), dtype=np.float64)
 
 
 def _safe_log(
@@ -392,9 +393,7 @@ def predict_rows(model: QuantileModel | None, rows: NDArray[np.floating]) -> Pre
     else:
         candidates = _candidates(values, model.grace_s, model.safe_grace_s)
         accuracy, coverage = _scores(model, candidates)
-        estimate_log = np.maximum(
-            np.minimum(_estimate_log(accuracy, candidates.values), candidates.cap_log), 0.0
-        )
+        estimate_log = _estimate_log(accuracy, candidates)
         safe_log = _safe_log(accuracy, coverage, candidates, estimate_log, model.safe_weight)
     requested_mem = np.exp(values[:, _REQ_MEM])
     if model is not None and model.memory is not None:
@@ -746,9 +745,7 @@ class HistoryEstimator:
             return
         candidates = _candidates(rows32.astype(np.float64), model.grace_s, model.safe_grace_s)
         accuracy, coverage = _scores(model, candidates)
-        estimate_log = np.maximum(
-            np.minimum(_estimate_log(accuracy, candidates.values), candidates.cap_log), 0.0
-        )
+        estimate_log = _estimate_log(accuracy, candidates)
         under = np.stack(
             [
                 _safe_log(accuracy, coverage, candidates, estimate_log, weight) + _LOG_TOLERANCE

@@ -229,8 +229,9 @@ class EstimatorBundle:
 
     def selected_kind(self, target: str, family: str | None = None) -> str:
         """HARP's choice for ``target`` on a row of ``family`` (None: a user's model)."""
-        if self.meta.in_family is not None and self.in_family(family):
-            chosen = self.meta.in_family.selected.get(target)
+        regime = self.meta.in_family
+        if regime is not None and self.in_family(family):
+            chosen = regime.selected.get(target)
             if chosen:
                 return chosen
         return self.meta.selected.get(target, "hybrid")
@@ -363,8 +364,9 @@ def fit_linear_base(
     from scipy.optimize import nnls
 
     weights: dict[str, list[float]] = {}
+    all_terms = [analytic_terms(item) for item in items]
     for target in TARGETS:
-        terms = np.array([analytic_terms(item)[target] for item in items])
+        terms = np.array([t[target] for t in all_terms])
         truth = np.array([getattr(e, target) for e in examples])
         coef, _ = nnls(terms / truth[:, None], np.ones_like(truth))
         weights[target] = [float(c) for c in coef]
@@ -376,8 +378,9 @@ def _base_logs(
 ) -> dict[str, NDArray[np.float64]]:
     """Log of each target's base: the linear base where ``weights`` has it, else analytic."""
     out = _analytic_logs(items)
+    all_terms = [analytic_terms(item) for item in items] if weights else []
     for target, coef in weights.items():
-        terms = np.array([analytic_terms(item)[target] for item in items]).reshape(len(items), -1)
+        terms = np.array([t[target] for t in all_terms]).reshape(len(items), -1)
         floor = 1e-9 if target == "iteration_s" else 1e-6
         out[target] = np.log(np.maximum(terms @ np.asarray(coef), floor))
     return out
