@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from knowledge_base.errors import InvalidInputError
 from tools.estimators.history import (
     SAFE_WEIGHTS,
     HistoryConfig,
@@ -174,6 +175,11 @@ def main() -> None:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    for name, value, least in (("--folds", args.folds, 2), ("--trees", args.trees, 1)):
+        if value < least:
+            parser.error(f"{name} must be at least {least}, got {value}")
+    if args.depth < 1:
+        parser.error(f"--depth must be at least 1, got {args.depth}")
     names = args.trace or sorted(path.name for path in TRACES.glob("*.swf*"))
     config = HistoryConfig(estimate_trees=args.trees, estimate_depth=args.depth, threads=1)
     if not args.json:
@@ -187,7 +193,10 @@ def main() -> None:
         )
         print("|---|---|---|---|---|---|---|")
     for name in names:
-        row = ceilings(TRACES / name, config, args.folds)
+        try:
+            row = ceilings(TRACES / name, config, args.folds)
+        except InvalidInputError as error:
+            parser.exit(2, f"history_ceiling: {error}\n")
         if args.json:
             print(json.dumps(row), flush=True)
             continue
