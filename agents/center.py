@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, cast
@@ -40,7 +40,7 @@ from agents.intelligence.goals import GoalPlanner, RuleGoalPlanner
 from agents.optimization import Optimization, OptimizationConfig
 from agents.profiling import Profiling, ProfilingConfig
 from agents.promotion import ModelPromotion, PromotionPolicy
-from agents.runtime import Agent, AgentHealth, AgentRunner, RunnerSettings
+from agents.runtime import Agent, AgentHealth, AgentRunner, Handled, RunnerSettings
 from agents.scheduler import Scheduler, SchedulerConfig
 from agents.topics import ALL_TOPICS, DEFAULT_PARTITIONS, topic_for
 from knowledge_base.store import KnowledgeBase
@@ -170,12 +170,15 @@ class Center:
         config: CenterConfig,
         *,
         goal_planner: GoalPlanner | None = None,
+        observe: Callable[[Handled], None] | None = None,
     ) -> None:
+        """``observe`` hears how every event each agent consumed ended (metrics)."""
         self.bus = bus
         self.kb = kb
         self.executors = dict(executors)
         self.config = config
         self.goal_planner = goal_planner or RuleGoalPlanner()
+        self.observe = observe
         self.agents: dict[str, Agent[Any]] = {}
         self.runners: dict[str, AgentRunner] = {}
         self.scheduler: Scheduler | None = None
@@ -216,7 +219,9 @@ class Center:
                 if watched:
                     log.info("scheduler: watching %d jobs again", len(watched))
             for name, agent in self.agents.items():
-                runner = AgentRunner(agent, self.bus, self.kb, self.config.runner)
+                runner = AgentRunner(
+                    agent, self.bus, self.kb, self.config.runner, observe=self.observe
+                )
                 await self._stack.enter_async_context(runner)
                 self.runners[name] = runner
             if self.scheduler is not None:

@@ -39,6 +39,10 @@ backoff and a log line, for as long as they fail transiently.
 
 Tool calls in ``act`` happen before step 4, so they may run again if the process dies
 in between: give them the action's deterministic id as an idempotency key.
+
+An observer (``AgentRunner(observe=...)``, e.g. ``agents.metrics.CenterMetrics.observe``)
+is told how each consumed record ended (``Handled``); it runs inline and must be cheap,
+and an error in it is logged, never allowed to stop the agent.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ __all__ = [
     "AgentHealth",
     "AgentRunner",
     "Emit",
+    "Handled",
     "Observation",
     "RunnerSettings",
     "is_transient",
@@ -200,6 +205,18 @@ def _wall_clock() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(frozen=True, slots=True)
+class Handled:
+    """How one consumed record ended, for an observer (metrics): not stored anywhere."""
+
+    agent: str
+    event_type: str  # 'malformed' when the record was not an event
+    outcome: Literal["handled", "failed", "malformed"]
+    seconds: float  # sense, decide and act, retries included
+    emitted: tuple[Payload, ...] = ()
+    error_type: str | None = None
+
+
 class _Stopped(Exception):
     """Stop was requested while waiting out an outage; leave without committing."""
 
@@ -215,13 +232,16 @@ class AgentRunner:
         settings: RunnerSettings | None = None,
         *,
         clock: Callable[[], datetime] = _wall_clock,
+        observe: Callable[[Handled], None] | None = None,
     ) -> None:
-        """``clock`` stamps the events the agent emits: a simulation passes its own."""
+        """``clock`` stamps the events the agent emits: a simulation passes its own;
+        ``observe`` hears how each consumed record ended (metrics)."""
         self.agent = agent
         self.bus = bus
         self.kb = kb
         self.settings = settings or RunnerSettings()
         self.clock = clock
+        self.observe = observe
         self.name = agent.name
         self.group_id = self.settings.group_id or agent.name
         self._stop = asyncio.Event()
@@ -397,6 +417,7 @@ class AgentRunner:
             else:
                 if isinstance(event, MalformedEventError):
                     completion = self._dead_letter(record, inbox_id, None, event, attempts=1)
+                    self._observed("malformed", "malformed", 0.0, error=event)
                 else:
                     handled = await self._handle(record, inbox_id, event)
                     if handled is None:  # stop() came during its retries
@@ -416,11 +437,14 @@ class AgentRunner:
     async def _handle(self, record: Record, inbox_id: str, event: Envelope) -> _Completion | None:
         """Sense, decide, act with retries; the completion to store (None: stopped)."""
         attempt = 1
+        started = time.perf_counter()
         while True:
             try:
                 emits = await self._sense_decide_act(event)
             except Exception as exc:
                 if not is_transient(exc) or attempt >= self.settings.max_attempts:
+                    seconds = time.perf_counter() - started
+                    self._observed(event.type, "failed", seconds, error=exc)
                     return self._dead_letter(record, inbox_id, event, exc, attempts=attempt)
                 self._retries += 1
                 delay = self._backoff(attempt)
@@ -439,7 +463,34 @@ class AgentRunner:
                 attempt += 1
                 continue
             outbox = [self._to_outbox(emit, event, index) for index, emit in enumerate(emits)]
+            seconds = time.perf_counter() - started
+            self._observed(event.type, "handled", seconds, tuple(e.payload for e in emits))
             return _Completion(inbox_id, outbox, "handled")
+
+    def _observed(
+        self,
+        event_type: str,
+        outcome: Literal["handled", "failed", "malformed"],
+        seconds: float,
+        emitted: tuple[Payload, ...] = (),
+        *,
+        error: BaseException | None = None,
+    ) -> None:
+        if self.observe is None:
+            return
+        try:
+            self.observe(
+                Handled(
+                    agent=self.name,
+                    event_type=event_type,
+                    outcome=outcome,
+                    seconds=seconds,
+                    emitted=emitted,
+                    error_type=None if error is None else type(error).__name__,
+                )
+            )
+        except Exception:  # an observer's bug must not stop the agent
+            log.exception("agent %s: observer failed", self.name)
 
     async def _sense_decide_act(self, event: Envelope) -> list[Emit]:
         observation = await self.agent.sense(event)

@@ -1,0 +1,249 @@
+"""Prometheus metrics: what the runner's observer counts, and scrape-time reads that never hang."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agents.bus.base import Message
+from agents.bus.memory import InMemoryBus
+from agents.events import (
+    EstimatorDecision,
+    EstimatorPromoted,
+    PlanFinished,
+    ScheduleDecision,
+)
+from agents.metrics import CenterMetrics, job_counts, plan_counts
+from agents.runtime import AgentRunner, Handled
+from knowledge_base.errors import InvalidInputError
+from knowledge_base.records import CascadeSegment, Plan, PlanStatus
+from knowledge_base.sqlite import SQLiteKnowledgeBase
+from knowledge_base.store import KnowledgeBase
+from tests.agents.conftest import wait_for
+from tests.agents.harness import generic_spec, make_plan
+from tests.agents.test_runtime import FAST, IN, Echo, ping
+
+
+@pytest.fixture
+async def sqlite_kb(tmp_path: Path) -> AsyncIterator[KnowledgeBase]:
+    async with SQLiteKnowledgeBase(tmp_path / "kb.db") as store:
+        yield store
+
+
+@pytest.fixture
+async def memory_bus() -> AsyncIterator[InMemoryBus]:
+    async with InMemoryBus() as bus:
+        yield bus
+
+
+def samples(metrics: CenterMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of the exposition, parsed back as Prometheus would read it."""
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for family in text_string_to_metric_families(metrics.exposition().decode()):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def value(metrics: CenterMetrics, name: str, **labels: str) -> float | None:
+    return samples(metrics).get((name, tuple(sorted(labels.items()))))
+
+
+async def test_the_observer_counts_consumed_published_failed_and_malformed_events_per_agent(
+    memory_bus: InMemoryBus, sqlite_kb: KnowledgeBase
+) -> None:
+    metrics = CenterMetrics()
+    agent = Echo()
+    agent.raise_for[1] = [InvalidInputError("bad seq", field="seq", value=1)]
+    await memory_bus.publish_many([Message.of(IN, ping(i)) for i in range(3)])
+    await memory_bus.publish(IN, b"not an event", key="k")
+    async with AgentRunner(agent, memory_bus, sqlite_kb, FAST, observe=metrics.observe) as runner:
+        await wait_for(
+            lambda: runner.health().events_dead_lettered == 2, timeout_s=10, what="dead letters"
+        )
+
+    ping_type = "diagnostic.ping"
+    assert (
+        value(
+            metrics,
+            "rightsize_events_consumed_total",
+            agent="echo",
+            type=ping_type,
+            outcome="handled",
+        )
+        == 2
+    )
+    assert (
+        value(
+            metrics,
+            "rightsize_events_consumed_total",
+            agent="echo",
+            type=ping_type,
+            outcome="failed",
+        )
+        == 1
+    )
+    assert (
+        value(metrics, "rightsize_events_published_total", agent="echo", type="diagnostic.pong")
+        == 2
+    )
+    assert (
+        value(
+            metrics,
+            "rightsize_events_dead_lettered_total",
+            agent="echo",
+            type=ping_type,
+            error_type="InvalidInputError",
+        )
+        == 1
+    )
+    assert (
+        value(
+            metrics,
+            "rightsize_events_dead_lettered_total",
+            agent="echo",
+            type="malformed",
+            error_type="MalformedEventError",
+        )
+        == 1
+    )
+    assert (
+        value(metrics, "rightsize_event_handling_seconds_count", agent="echo", type=ping_type) == 2
+    )
+
+
+async def test_an_observer_that_raises_does_not_stop_the_agent(
+    memory_bus: InMemoryBus, sqlite_kb: KnowledgeBase
+) -> None:
+    def broken(_: Handled) -> None:
+        raise RuntimeError("observer bug")
+
+    await memory_bus.publish_many([Message.of(IN, ping(i)) for i in range(2)])
+    async with AgentRunner(Echo(), memory_bus, sqlite_kb, FAST, observe=broken) as runner:
+        await wait_for(lambda: runner.health().events_handled == 2, timeout_s=10, what="both")
+    assert runner.health().events_failed == 0
+
+
+def test_what_agents_emit_counts_resubmissions_segments_drift_and_promotions() -> None:
+    metrics = CenterMetrics()
+    emitted = (
+        ScheduleDecision(plan_id="p", action="more_memory", reason="OOM at 2048 MB"),
+        ScheduleDecision(plan_id="p", action="more_memory", reason="OOM at 4096 MB"),
+        ScheduleDecision(plan_id="p", action="longer_walltime", reason="timeout"),
+        ScheduleDecision(plan_id="p", action="next_segment", reason="segment 1 of 3"),
+        ScheduleDecision(plan_id="p", action="submit", reason="first"),
+        PlanFinished(plan_id="p", status=PlanStatus.FAILED, reason="gave up"),
+        EstimatorDecision(
+            target="runtime_s",
+            decision="drift",
+            reason="live error 0.9 over bound",
+            live_error=0.9,
+            validation_error=0.3,
+            metric="log",
+        ),
+        EstimatorPromoted(estimator_id="e2", target="runtime_s", replaced="e1"),
+    )
+    metrics.observe(Handled("scheduler", "job.finished", "handled", 0.01, emitted))
+
+    assert value(metrics, "rightsize_resubmissions_total", reason="more_memory") == 2
+    assert value(metrics, "rightsize_resubmissions_total", reason="longer_walltime") == 1
+    assert value(metrics, "rightsize_resubmissions_total", reason="submit") is None
+    assert value(metrics, "rightsize_cascade_segments_total") == 1
+    assert value(metrics, "rightsize_plans_finished_total", status="failed") == 1
+    assert value(metrics, "rightsize_estimator_live_error", target="runtime_s", metric="log") == 0.9
+    assert (
+        value(metrics, "rightsize_estimator_validation_error", target="runtime_s", metric="log")
+        == 0.3
+    )
+    assert value(metrics, "rightsize_estimator_drift_total", target="runtime_s") == 1
+    assert value(metrics, "rightsize_promotions_total", target="runtime_s") == 1
+
+
+def test_two_processes_metrics_do_not_share_a_registry() -> None:
+    first, second = CenterMetrics(), CenterMetrics()
+    first.observe(Handled("a", "t", "handled", 0.1))
+    assert (
+        value(first, "rightsize_events_consumed_total", agent="a", type="t", outcome="handled") == 1
+    )
+    assert (
+        value(second, "rightsize_events_consumed_total", agent="a", type="t", outcome="handled")
+        is None
+    )
+
+
+def _plans() -> list[Plan]:
+    running = make_plan("p1", generic_spec(), partition="normal", segments=3)
+    running = running.model_copy(
+        update={
+            "status": PlanStatus.RUNNING,
+            "segments": [
+                CascadeSegment(index=0, walltime_s=60, job_id="1", state="completed"),
+                CascadeSegment(index=1, walltime_s=60, job_id="2", state="running"),
+                CascadeSegment(index=2, walltime_s=60),
+            ],
+        }
+    )
+    failed = make_plan("p2", generic_spec(), partition="debug").model_copy(
+        update={
+            "status": PlanStatus.FAILED,
+            "segments": [CascadeSegment(index=0, walltime_s=60, job_id="3", state="out_of_memory")],
+        }
+    )
+    return [running, failed]
+
+
+def test_plans_and_jobs_are_counted_by_state_and_partition() -> None:
+    plans = _plans()
+    counts = plan_counts(plans)
+    assert counts["running"] == 1 and counts["failed"] == 1 and counts["draft"] == 0
+    assert job_counts(plans) == {
+        ("completed", "normal"): 1,
+        ("running", "normal"): 1,
+        ("out_of_memory", "debug"): 1,
+    }
+
+
+async def test_a_scrape_reads_plans_and_jobs_from_the_knowledge_base(
+    sqlite_kb: KnowledgeBase,
+) -> None:
+    for plan in _plans():
+        await sqlite_kb.put_plan(plan)
+    metrics = CenterMetrics()
+    assert await metrics.refresh(sqlite_kb) == {"knowledge_base": True}
+    assert value(metrics, "rightsize_plans", state="running") == 1
+    assert value(metrics, "rightsize_jobs", state="running", partition="normal") == 1
+    assert value(metrics, "rightsize_up", part="knowledge_base") == 1
+
+
+class HangingKB:
+    """A knowledge base whose reads never answer (a database or broker outage).
+
+    A stand-in: an outage cannot be switched on and off inside a real SQLite file.
+    """
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def list_plans(self, **_: object) -> list[Plan]:
+        self.calls += 1
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_a_scrape_during_an_outage_answers_in_time_with_the_outage_visible() -> None:
+    metrics = CenterMetrics(timeout_s=0.2)
+    kb = HangingKB()
+    for _ in range(2):
+        started = time.monotonic()
+        answered = await metrics.refresh(kb)  # type: ignore[arg-type]
+        assert time.monotonic() - started < 2
+        assert answered == {"knowledge_base": False}
+    assert value(metrics, "rightsize_up", part="knowledge_base") == 0
+    assert kb.calls == 1  # the second scrape waited on the same query, not a new one
+    for task in metrics._inflight.values():
+        task.cancel()
