@@ -14,7 +14,8 @@ An ``Agent`` supplies three steps:
 1. decode each; a message that is not an event is bound for the dead-letter topic;
 2. skip those the knowledge base says this agent already processed (by event id);
 3. sense, decide, act, in order, retrying with exponential backoff while the error is
-   transient (its class says ``transient = True``); a non-transient error, or one that
+   transient (``knowledge_base.errors.is_transient``: the error's own ``transient``, which
+   its class defaults and a single failure may set); a non-transient error, or one that
    outlasts ``max_attempts``, sends the event to the dead-letter topic with the error;
 4. ``kb.complete_event`` stores "processed" together with the events to publish (the
    outbox) in one transaction, so a crash cannot lose them and a redelivery cannot act
@@ -68,6 +69,7 @@ from agents.bus.base import Bus, CommitFailedError, Consumer, Message, Record
 from agents.events import DeadLettered, Envelope, MalformedEventError, Payload, decode_event
 from agents.events import event_id_for as _event_id_for
 from agents.topics import DEAD_LETTER, topic_for
+from knowledge_base.errors import is_transient
 from knowledge_base.store import KnowledgeBase, OutboxMessage
 
 __all__ = [
@@ -194,11 +196,6 @@ class AgentHealth(BaseModel):
     consumer_lag: int | None = Field(description="Messages not yet committed, all partitions")
     lag_by_partition: dict[str, int] = Field(default_factory=dict)
     partitions: list[str] = Field(default_factory=list, description="Assigned to this replica")
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether a retry may help: the error class says so (``transient = True``)."""
-    return getattr(type(exc), "transient", False) is True
 
 
 def _wall_clock() -> datetime:

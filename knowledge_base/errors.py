@@ -1,17 +1,37 @@
-"""The error tree every Rightsize layer raises from.
+"""The error tree every Rightsize layer raises from, and the one rule for retrying.
 
-    RightsizeError                  root; ``transient`` says whether a retry can help
-    +-- InvalidInputError           bad spec, file or field: names the source, field and value
-    +-- NotFoundError               a named system, partition, plan, job... does not exist
-    +-- ConflictError               a write lost a race (stale version, duplicate name)
-    +-- StorageError                the knowledge base could not be read or written (transient)
+    RightsizeError                      root; ``transient`` says whether a retry can help
+    +-- InvalidInputError               bad spec, file or field: names the source, field and value
+    |   +-- MalformedEventError         (agents.events) bytes that are not a valid event
+    |   |   +-- UnknownEventTypeError   an event type nobody registered
+    |   |   +-- EventSchemaError        a registered type whose payload does not validate
+    |   +-- EventLogError               (agents.eventlog) a recorded event log that cannot be read
+    +-- NotFoundError                   a named system, partition, plan, job... does not exist
+    +-- ConflictError                   a write lost a race (stale version, duplicate name)
+    +-- StorageError                    the knowledge base could not be read or written;
+    |                                   transient when the store is busy or unreachable
+    +-- BusError                        (agents.bus.base) the broker did not answer (transient)
+    |   +-- BusRejectedError            the broker refused the request for good
+    |   +-- CommitFailedError           the partition moved to another group member
+    |   +-- BusClosedError              the bus or consumer was used after stop
+    +-- ActuatorError                   (tools.actuators.model) an executor failed
+    |   +-- RequestRejected             the request breaks a limit; never transient
+    |   +-- SubmissionFailed            the batch system refused or did not answer
+    |   +-- JobNotFound                 the executor knows no such job
+    +-- SlurmCommandError               (knowledge_base.importers.slurm) a SLURM command failed
+    +-- PlanRaced                       (agents.scheduler) a plan kept changing (transient)
 
-Callers decide on retries by reading ``transient``, never by parsing messages.
+The retry rule, the same for every error and every caller: a retry may help exactly
+when ``is_transient(exc)`` says so, and it reads the *instance's* ``transient``. A class
+sets the default for its kind (``transient = True`` on ``BusError``); one failure may
+say otherwise when it is raised (``SubmissionFailed(msg, transient=True)`` when the SLURM
+controller did not answer, ``StorageError(msg, transient=False)`` for a broken
+constraint). Errors from outside the tree are never transient: wrap them. Callers
+decide on retries by this flag, never by parsing messages, and never by
+``type(exc).transient`` (that would miss the per-failure answer).
 """
 
 from __future__ import annotations
-
-from typing import ClassVar
 
 __all__ = [
     "ConflictError",
@@ -19,13 +39,28 @@ __all__ = [
     "NotFoundError",
     "RightsizeError",
     "StorageError",
+    "is_transient",
 ]
 
 
 class RightsizeError(Exception):
-    """Root of every error Rightsize raises on purpose."""
+    """Root of every error Rightsize raises on purpose.
 
-    transient: ClassVar[bool] = False
+    ``transient`` defaults to the class's value; pass ``transient=`` to decide it for
+    this one failure.
+    """
+
+    transient: bool = False
+
+    def __init__(self, *args: object, transient: bool | None = None) -> None:
+        super().__init__(*args)
+        if transient is not None:
+            self.transient = transient
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether retrying what raised ``exc`` may help: the instance's ``transient``."""
+    return getattr(exc, "transient", False) is True
 
 
 class InvalidInputError(RightsizeError, ValueError):
@@ -57,6 +92,10 @@ class ConflictError(RightsizeError):
 
 
 class StorageError(RightsizeError):
-    """The knowledge base backend failed; a retry may help."""
+    """The knowledge base backend failed; by default a retry may help (busy, unreachable).
 
-    transient: ClassVar[bool] = True
+    Backends raise it with ``transient=False`` when the same write can never succeed
+    (a broken constraint, a corrupt file, a full disk).
+    """
+
+    transient = True

@@ -26,7 +26,7 @@ import abc
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import ClassVar, NamedTuple, Self
+from typing import NamedTuple, Self
 
 from agents.events import Envelope
 from agents.topics import DEFAULT_PARTITIONS
@@ -49,25 +49,25 @@ __all__ = [
 class BusError(RightsizeError):
     """The broker could not be reached or did not acknowledge in time; a retry may help."""
 
-    transient: ClassVar[bool] = True
+    transient = True
 
 
 class BusRejectedError(BusError):
     """The broker refused the request for good (e.g. a message over its size limit)."""
 
-    transient: ClassVar[bool] = False
+    transient = False
 
 
 class CommitFailedError(BusError):
     """The commit named a partition this consumer no longer owns (the group rebalanced)."""
 
-    transient: ClassVar[bool] = False
+    transient = False
 
 
 class BusClosedError(BusError):
     """The bus or consumer was used before start or after stop."""
 
-    transient: ClassVar[bool] = False
+    transient = False
 
 
 class TopicPartition(NamedTuple):

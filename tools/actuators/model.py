@@ -1,6 +1,7 @@
 """What an executor is asked to run and what it reports back.
 
-ActuatorError (RightsizeError)     root of executor failures; ``transient`` per instance
+ActuatorError (RightsizeError)     root of executor failures; ``transient`` per failure
+                                   (see knowledge_base.errors for the retry rule)
 +-- RequestRejected                the request breaks a partition limit or is malformed;
 |                                  nothing was submitted, and retrying cannot help
 +-- SubmissionFailed               the batch system refused or did not answer
@@ -41,8 +42,7 @@ class ActuatorError(RightsizeError):
     """An executor failed; ``transient`` says whether the same call may succeed later."""
 
     def __init__(self, message: str, *, transient: bool = False) -> None:
-        super().__init__(message)
-        self.transient = transient  # type: ignore[misc]  # per instance: depends on cause
+        super().__init__(message, transient=transient)
 
 
 class RequestRejected(ActuatorError):
@@ -154,7 +154,7 @@ class JobStatus(BaseModel):
 
     @property
     def finished(self) -> bool:
-        return self.state not in (JobState.PENDING, JobState.RUNNING, JobState.UNKNOWN)
+        return self.state.ended
 
     def to_record(self, system: str, source: str, **extra: Any) -> JobRecord:
         """The job as history keeps it; wait and run derive from the times known."""
