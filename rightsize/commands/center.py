@@ -22,7 +22,7 @@ import logging
 import signal
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -41,6 +41,9 @@ from tools.actuators.simulated import SimulatedCluster
 from tools.actuators.slurm import SlurmExecutor
 from tools.planning.builder import PlanningConfig
 from tools.planning.cost import DollarRates
+
+if TYPE_CHECKING:
+    from rightsize.observability.serve import ObserveOptions
 
 __all__ = ["app", "build_executors", "center_config", "goal_planner", "run_command"]
 
@@ -132,23 +135,45 @@ def center_config(
 
 @contextlib.asynccontextmanager
 async def running_center(
-    settings: Settings, agents: tuple[AgentName, ...], *, config: CenterConfig | None = None
+    settings: Settings,
+    agents: tuple[AgentName, ...],
+    *,
+    config: CenterConfig | None = None,
+    observe: Any = None,
 ) -> AsyncIterator[Center]:
-    """The knowledge base, executors, bus and agents the settings describe, started."""
+    """The knowledge base, executors, bus and agents the settings describe, started;
+    ``observe`` (``CenterMetrics.observe``) hears how each consumed event ended."""
     embedded = not settings.kafka_bootstrap
     planner = goal_planner(settings)
     async with knowledge_base(settings) as kb:
         config = config or center_config(settings, agents, embedded=embedded)
         executors = await build_executors(settings, kb, config.home / "jobs")
         bus = open_bus(settings.kafka_bootstrap, client_id="rightsize-" + "-".join(agents))
-        async with Center(bus, kb, executors, config, goal_planner=planner) as center:
+        async with Center(
+            bus, kb, executors, config, goal_planner=planner, observe=observe
+        ) as center:
             yield center
 
 
 async def _run(
-    settings: Settings, agents: tuple[AgentName, ...], duration_s: float | None
+    settings: Settings,
+    agents: tuple[AgentName, ...],
+    duration_s: float | None,
+    options: ObserveOptions | None = None,
 ) -> list[dict[str, Any]]:
-    async with running_center(settings, agents) as center:
+    from agents.metrics import CenterMetrics
+    from rightsize.observability.serve import ObserveOptions, observing
+
+    options = options or ObserveOptions()
+    metrics = CenterMetrics(timeout_s=options.timeout_s)
+    observe = metrics.observe if options.wanted else None
+    async with (
+        running_center(settings, agents, observe=observe) as center,
+        observing(center, metrics, options) as ports,
+    ):
+        for what, port in ports.items():
+            host = options.status_host if what == "status" else options.metrics_host
+            print(f"rightsize center: {what} on http://{host}:{port}/", file=sys.stderr, flush=True)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, center.stop)
@@ -197,13 +222,63 @@ def run_command(
     as_json: bool = typer.Option(
         False, "--json", help="Print each agent's health as JSON at the end."
     ),
+    status_port: int | None = typer.Option(
+        None, "--status-port", min=0, max=65535, help="Serve the status page on this port (8780)"
+    ),
+    status_host: str = typer.Option(
+        "127.0.0.1", "--status-host", help="Beyond loopback, requests need an MCP bearer token"
+    ),
+    metrics_port: int | None = typer.Option(
+        None, "--metrics-port", min=0, max=65535, help="Serve Prometheus /metrics on this port"
+    ),
+    metrics_host: str = typer.Option(
+        "127.0.0.1", "--metrics-host", help="Beyond loopback, scrapes need an MCP bearer token"
+    ),
+    staff: list[str] | None = typer.Option(
+        None, "--status-staff", help="A user whose token sees every user's plans; repeatable"
+    ),
 ) -> None:
     """Run the agents until SIGTERM/Ctrl-C (or --duration-s)."""
     settings = Settings()
     try:
         agents = _agents(agent, settings)
-        health = asyncio.run(_run(settings, agents, duration_s))
+        from rightsize.observability.serve import ObserveOptions
+
+        options = ObserveOptions.of(
+            settings,
+            status_port=status_port,
+            status_host=status_host,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
+            staff=tuple(staff or ()),
+        )
+        health = asyncio.run(_run(settings, agents, duration_s, options))
     except RightsizeError as error:
         fail(error, as_json)
     if as_json:
         sys.stdout.write(json.dumps({"agents": health}, indent=2) + "\n")
+
+
+@app.command("status")
+def status_command(
+    url: str = typer.Option(
+        "http://127.0.0.1:8780", "--url", help="The center's status server (--status-port)"
+    ),
+    token: str | None = typer.Option(
+        None, "--token", envvar="RIGHTSIZE_STATUS_TOKEN", help="MCP bearer token, beyond loopback"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="The picture as JSON."),
+) -> None:
+    """Agents, plans in flight, failures, re-scheduling, estimators, simulations.
+
+    Asks the running center's status server; when none answers, reads the knowledge base
+    (plans, jobs, estimators; not the agents' health or recent events)."""
+    from rightsize.observability.terminal import load_status, render_status
+    from rightsize.output import console, emit
+
+    settings = Settings()
+    try:
+        snapshot = load_status(settings, url, token)
+    except RightsizeError as error:
+        fail(error, as_json)
+    emit(snapshot, as_json, lambda: render_status(snapshot, console))

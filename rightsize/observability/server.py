@@ -1,0 +1,193 @@
+"""The status page and the metrics endpoint, served by the process that runs the agents.
+
+    status_app(observed, access)   GET /             the page (static: no data, no build step,
+                                                     nothing fetched from outside)
+                                   GET /api/status   the picture as JSON, for this viewer
+                                   GET /metrics      Prometheus text format
+    metrics_app(observed, access)  GET /metrics      the same, alone (--metrics-port)
+
+Who may see what (``Access``): a request from loopback without a token is the operator
+(the center's own host); a request with a bearer token is the user the MCP token file
+says it is (staff users see everything, other users their own plans and counts of the
+rest); anything else, or an unknown token, is answered 401. Data are never in the page
+itself, only behind /api/status, so the page shell may be fetched from anywhere.
+
+``serving(app, host, port)`` runs an app inside the caller's event loop (beside the
+agents), without taking over the process's signal handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from agents.metrics import CONTENT_TYPE, CenterMetrics
+from agents.runtime import AgentRunner
+from knowledge_base.errors import InvalidInputError
+from knowledge_base.store import KnowledgeBase
+from mcp_server.auth import HashedTokenVerifier
+from rightsize.observability.feed import EventFeed
+from rightsize.observability.status import StatusSnapshot, Viewer, collect_status, for_viewer
+
+__all__ = ["Access", "Observed", "metrics_app", "serving", "status_app"]
+
+log = logging.getLogger(__name__)
+
+
+def _page() -> str:
+    return resources.files("rightsize.observability").joinpath("status.html").read_text("utf-8")
+
+
+@dataclass(frozen=True)
+class Access:
+    """Loopback is the operator; beyond it, a bearer token from the MCP token file."""
+
+    verifier: HashedTokenVerifier | None = None
+    staff: frozenset[str] = frozenset()
+
+    def viewer(self, request: Request) -> Viewer | None:
+        """Who asks, or None: answer 401."""
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if header:
+            if scheme.lower() != "bearer" or not token.strip() or self.verifier is None:
+                return None
+            user = self.verifier.user_for(token.strip())
+            if user is None:
+                return None
+            return Viewer(user=None if user in self.staff else user)
+        return Viewer() if _loopback(request) else None
+
+
+def _loopback(request: Request) -> bool:
+    host = request.client.host if request.client is not None else ""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+@dataclass
+class Observed:
+    """What the page and the metrics read: the knowledge base, the runners, the feed."""
+
+    kb: KnowledgeBase | None
+    runners: Callable[[], Sequence[AgentRunner]] = lambda: ()
+    feed: EventFeed | None = None
+    metrics: CenterMetrics = field(default_factory=CenterMetrics)
+    simulations_dir: Path | None = None
+    timeout_s: float = 2.0
+
+    async def snapshot(self) -> StatusSnapshot:
+        return await collect_status(
+            self.kb,
+            [r.health() for r in self.runners()],
+            self.feed,
+            simulations_dir=self.simulations_dir,
+            timeout_s=self.timeout_s,
+        )
+
+    async def scrape(self) -> bytes:
+        await self.metrics.refresh(self.kb, self.runners())
+        return self.metrics.exposition()
+
+
+def _unauthorized() -> Response:
+    return JSONResponse(
+        {"error": "a bearer token is required beyond loopback (rightsize mcp add-user NAME)"},
+        status_code=401,
+        headers={"WWW-Authenticate": 'Bearer realm="rightsize"'},
+    )
+
+
+def _metrics_route(observed: Observed, access: Access) -> Route:
+    async def metrics(request: Request) -> Response:
+        if access.viewer(request) is None:
+            return _unauthorized()
+        return Response(await observed.scrape(), media_type=CONTENT_TYPE)
+
+    return Route("/metrics", metrics)
+
+
+def status_app(observed: Observed, access: Access) -> Starlette:
+    page = _page()
+
+    async def index(request: Request) -> Response:
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+    async def status(request: Request) -> Response:
+        viewer = access.viewer(request)
+        if viewer is None:
+            return _unauthorized()
+        snapshot = for_viewer(await observed.snapshot(), viewer)
+        return Response(
+            snapshot.model_dump_json(),
+            media_type="application/json",
+            headers={"Cache-Control": "no-store"},
+        )
+
+    return Starlette(
+        routes=[
+            Route("/", index),
+            Route("/api/status", status),
+            _metrics_route(observed, access),
+        ]
+    )
+
+
+def metrics_app(observed: Observed, access: Access) -> Starlette:
+    return Starlette(routes=[_metrics_route(observed, access)])
+
+
+class _Embedded(uvicorn.Server):
+    """uvicorn beside other work: the process's own signal handlers stay in charge."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Any:
+        yield
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    app: Starlette, host: str, port: int, *, option: str = "port", start_timeout_s: float = 10.0
+) -> AsyncIterator[int]:
+    """Serve ``app`` on ``host:port`` until the block ends; yields the bound port (for 0).
+
+    A port that cannot be bound is an ``InvalidInputError`` naming ``option``."""
+    server = _Embedded(
+        uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+    )
+    task = asyncio.create_task(server.serve(), name=f"http-{host}:{port}")
+    try:
+        deadline = asyncio.get_running_loop().time() + start_timeout_s
+        while not server.started:
+            if task.done():
+                with contextlib.suppress(SystemExit, Exception):
+                    task.result()  # uvicorn logs why (the port is taken...) and exits
+                raise InvalidInputError(
+                    f"cannot serve on {host}:{port} (in use, or not an address here?)",
+                    field=option,
+                    value=port,
+                )
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"the server on {host}:{port} did not start")
+            await asyncio.sleep(0.01)
+        bound = server.servers[0].sockets[0].getsockname()[1]
+        yield int(bound)
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError, SystemExit):
+            await task

@@ -1,0 +1,314 @@
+"""The status picture: agents, plans in flight, failures, decisions, estimators, simulations.
+
+``collect_status`` reads it from a running center (its runners' health, the knowledge
+base, the ``EventFeed``) with the knowledge base bounded by a timeout: during an outage
+the picture comes back in time with ``parts_up["knowledge_base"] = False``.
+``for_viewer`` (pure) decides what a viewer may see:
+
+- **the operator** (a request from loopback, or a staff user's token): everything;
+- **a user** (anyone else with a token): their own plans, failures and decisions in
+  full; of other users' only counts (plans and jobs by state, how many failures and
+  decisions were left out), never a plan id, job id, user name or reason.
+
+The page, ``rightsize center status`` and the JSON API all show this one model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from agents.metrics import job_counts, plan_counts
+from agents.runtime import AgentHealth
+from knowledge_base.records import EstimatorRecord, EstimatorStatus, Plan, PlanStatus
+from knowledge_base.store import KnowledgeBase
+from rightsize.observability.feed import DecisionView, EventFeed, FailureView
+
+__all__ = [
+    "AgentView",
+    "EstimatorView",
+    "PlanView",
+    "SegmentView",
+    "SimulationView",
+    "StatusSnapshot",
+    "Viewer",
+    "collect_status",
+    "for_viewer",
+    "read_simulations",
+]
+
+log = logging.getLogger(__name__)
+
+IN_FLIGHT = frozenset(
+    {PlanStatus.AWAITING_APPROVAL, PlanStatus.APPROVED, PlanStatus.SUBMITTED, PlanStatus.RUNNING}
+)
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Viewer(_View):
+    """Who asks: the operator sees everything, a user their own plans and counts of others'."""
+
+    user: str | None = Field(default=None, description="None: the operator (loopback, staff)")
+
+    @property
+    def operator(self) -> bool:
+        return self.user is None
+
+
+class AgentView(_View):
+    agent: str
+    running: bool
+    consumer_lag: int | None
+    events_handled: int
+    events_failed: int
+    events_dead_lettered: int
+    retries: int
+    last_event_at: datetime | None
+
+
+class SegmentView(_View):
+    index: int
+    walltime_s: float
+    job_id: str | None
+    state: str | None
+    elapsed_s: float | None = Field(default=None, description="Since the job started running")
+    fraction: float | None = Field(default=None, description="Of the workload, last progress")
+    progress: str | None = None
+
+
+class PlanView(_View):
+    id: str
+    user: str
+    status: str
+    system: str | None
+    partition: str | None
+    reason: str
+    segments: list[SegmentView]
+    updated_at: datetime
+
+
+class EstimatorView(_View):
+    target: str
+    estimator_id: str
+    kind: str
+    status: str
+    validation_error: float | None
+    live_error: float | None = None
+    metric: str | None = None
+    last_decision: str | None = None
+    decided_at: datetime | None = None
+
+
+class SimulationView(_View):
+    name: str
+    written_at: datetime
+    runs: list[dict[str, str | float | int | None]]
+
+
+class StatusSnapshot(_View):
+    generated_at: datetime
+    scope: Literal["all", "own"] = "all"
+    user: str | None = None
+    parts_up: dict[str, bool] = Field(default_factory=dict)
+    agents: list[AgentView] = Field(default_factory=list)
+    plans: list[PlanView] = Field(default_factory=list)
+    failures: list[FailureView] = Field(default_factory=list)
+    decisions: list[DecisionView] = Field(default_factory=list)
+    estimators: list[EstimatorView] = Field(default_factory=list)
+    simulations: list[SimulationView] = Field(default_factory=list)
+    plans_by_state: dict[str, int] = Field(default_factory=dict)
+    jobs_by_state: dict[str, int] = Field(default_factory=dict)
+    hidden: dict[str, int] = Field(
+        default_factory=dict, description="Other users' items left out, by kind"
+    )
+    _owners: dict[str, str] = PrivateAttr(default_factory=dict)  # plan id -> user; never sent
+
+
+def _agent_view(health: AgentHealth) -> AgentView:
+    return AgentView(
+        agent=health.agent,
+        running=health.running,
+        consumer_lag=health.consumer_lag,
+        events_handled=health.events_handled,
+        events_failed=health.events_failed,
+        events_dead_lettered=health.events_dead_lettered,
+        retries=health.retries,
+        last_event_at=health.last_event_at,
+    )
+
+
+def _plan_view(plan: Plan, feed: EventFeed | None, now: datetime) -> PlanView:
+    segments = []
+    for segment in plan.segments:
+        look = feed.jobs.get(segment.job_id) if feed is not None and segment.job_id else None
+        elapsed = None
+        if look is not None and look.running_since is not None:
+            end = now if look.state == "running" else look.since
+            elapsed = max(0.0, (end - look.running_since).total_seconds())
+        state = None if segment.state is None else str(segment.state)
+        if look is not None and (state is None or look.since >= plan.updated_at):
+            state = look.state  # the monitor's word is newer than the ledger's
+        segments.append(
+            SegmentView(
+                index=segment.index,
+                walltime_s=segment.walltime_s,
+                job_id=segment.job_id,
+                state=state,
+                elapsed_s=elapsed,
+                fraction=look.fraction if look is not None else None,
+                progress=look.progress if look is not None else None,
+            )
+        )
+    return PlanView(
+        id=plan.id,
+        user=plan.user,
+        status=str(plan.status),
+        system=plan.option.system if plan.option else None,
+        partition=plan.option.partition if plan.option else None,
+        reason=plan.reason,
+        segments=segments,
+        updated_at=plan.updated_at,
+    )
+
+
+def _estimator_views(
+    records: Sequence[EstimatorRecord], feed: EventFeed | None
+) -> list[EstimatorView]:
+    views = []
+    for record in records:
+        if record.status not in (EstimatorStatus.PROMOTED, EstimatorStatus.SHADOW):
+            continue
+        metric, validation = next(iter(record.validation.items()), (None, None))
+        look = feed.estimators.get(record.target) if feed is not None else None
+        mine = look is not None and record.status == EstimatorStatus.PROMOTED
+        views.append(
+            EstimatorView(
+                target=record.target,
+                estimator_id=record.id,
+                kind=record.kind,
+                status=str(record.status),
+                validation_error=validation,
+                live_error=look.live_error if mine and look else None,
+                metric=(look.metric if mine and look else metric),
+                last_decision=f"{look.decision}: {look.reason}" if mine and look else None,
+                decided_at=look.time if mine and look else None,
+            )
+        )
+    return sorted(views, key=lambda v: (v.target, v.status))
+
+
+def read_simulations(directory: Path | None, *, keep: int = 5) -> list[SimulationView]:
+    """The last ``keep`` simulation summaries (``rightsize simulate --json`` output) saved
+    in ``directory``, newest first; unreadable files are skipped with a log line."""
+    if directory is None or not directory.is_dir():
+        return []
+    files = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    views = []
+    for path in files[:keep]:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            log.warning("status: skipping simulation report %s: %s", path, exc)
+            continue
+        runs = data.get("runs", [data]) if isinstance(data, dict) else []
+        rows = [
+            {k: v for k, v in run.items() if isinstance(v, str | int | float) or v is None}
+            for run in runs
+            if isinstance(run, dict)
+        ]
+        written = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+        views.append(SimulationView(name=path.stem, written_at=written, runs=rows))
+    return views
+
+
+async def _read_kb(kb: KnowledgeBase) -> tuple[list[Plan], list[EstimatorRecord]]:
+    return await kb.list_plans(), await kb.list_estimators()
+
+
+async def collect_status(
+    kb: KnowledgeBase | None,
+    agents: Sequence[AgentHealth] = (),
+    feed: EventFeed | None = None,
+    *,
+    simulations_dir: Path | None = None,
+    recent_plans: int = 20,
+    timeout_s: float = 2.0,
+) -> StatusSnapshot:
+    """The whole picture (the operator's); ``for_viewer`` narrows it for a user."""
+    now = datetime.now(UTC)
+    parts_up: dict[str, bool] = {}
+    plans: list[Plan] = []
+    estimators: list[EstimatorRecord] = []
+    if kb is not None:
+        try:
+            plans, estimators = await asyncio.wait_for(_read_kb(kb), timeout_s)
+            parts_up["knowledge_base"] = True
+        except (TimeoutError, Exception) as exc:
+            log.warning("status: knowledge base did not answer: %s", exc or "timeout")
+            parts_up["knowledge_base"] = False
+    shown = [p for p in plans if p.status in IN_FLIGHT]
+    ended = sorted(
+        (p for p in plans if p.status not in IN_FLIGHT and p.status != PlanStatus.DRAFT),
+        key=lambda p: p.updated_at,
+        reverse=True,
+    )
+    shown += ended[:recent_plans]
+    jobs: dict[str, int] = {}
+    for (state, _), count in job_counts(plans).items():
+        jobs[state] = jobs.get(state, 0) + count
+    snapshot = StatusSnapshot(
+        generated_at=now,
+        parts_up=parts_up,
+        agents=[_agent_view(h) for h in agents],
+        plans=[_plan_view(p, feed, now) for p in sorted(shown, key=lambda p: p.created_at)],
+        failures=list(reversed(feed.failures)) if feed is not None else [],
+        decisions=list(reversed(feed.decisions)) if feed is not None else [],
+        estimators=_estimator_views(estimators, feed),
+        simulations=read_simulations(simulations_dir),
+        plans_by_state=plan_counts(plans),
+        jobs_by_state=jobs,
+    )
+    snapshot._owners = {p.id: p.user for p in plans}
+    return snapshot
+
+
+def for_viewer(snapshot: StatusSnapshot, viewer: Viewer) -> StatusSnapshot:
+    """What ``viewer`` may see of ``snapshot``.
+
+    Failures and decisions belong to the user whose plan they are about; one about no
+    known plan (a dead letter of a malformed message) is the operator's only.
+    """
+    if viewer.operator:
+        return snapshot
+    user = viewer.user
+
+    def own(plan_id: str | None) -> bool:
+        return plan_id is not None and snapshot._owners.get(plan_id) == user
+
+    plans = [p for p in snapshot.plans if p.user == user]
+    failures = [f for f in snapshot.failures if own(f.plan_id)]
+    decisions = [d for d in snapshot.decisions if own(d.plan_id)]
+    return snapshot.model_copy(
+        update={
+            "scope": "own",
+            "user": user,
+            "plans": plans,
+            "failures": failures,
+            "decisions": decisions,
+            "hidden": {
+                "plans": len(snapshot.plans) - len(plans),
+                "failures": len(snapshot.failures) - len(failures),
+                "decisions": len(snapshot.decisions) - len(decisions),
+            },
+        }
+    )
