@@ -74,6 +74,7 @@ __all__ = [
     "PingRequested",
     "PlanApproved",
     "PlanBuildRequested",
+    "PlanCancelRequested",
     "PlanDecision",
     "PlanFinished",
     "PlanOptionsReady",
@@ -551,6 +552,21 @@ class PlanReplanDecided(Payload):
     )
 
 
+@register_event("plan.cancel_requested")
+class PlanCancelRequested(Payload):
+    """Cancel this plan (MCP ``cancel_plan``, ``rightsize cancel``); the Scheduler does it.
+
+    The Scheduler owns the plan's ledger: it cancels the jobs still queued or running,
+    ends the plan CANCELLED (``plan.finished``) and submits nothing more for it, not even
+    a cascade segment whose predecessor ends after this request. Idempotent: a plan
+    already over is left as it is.
+    """
+
+    plan_id: str = Field(min_length=1)
+    reason: str = Field(default="cancelled by the user", min_length=1, max_length=500)
+    by: str = Field(min_length=1, description="Who asked (the authenticated user)")
+
+
 @register_event("plan.finished")
 class PlanFinished(Payload):
     """A plan ended: completed, failed (with the explanation) or cancelled."""
@@ -575,6 +591,7 @@ class ScheduleDecision(Payload):
         "longer_walltime",
         "complete",
         "stop",
+        "cancel",
         "replan",
         "revise",
         "resubmit",

@@ -32,8 +32,11 @@ And for a running job's progress: a projected run past the estimate's upper boun
 walltime, asks for a re-plan (the Scheduler asks once per job). The Intelligence Plane
 answers with a revision (``plan.replan_decided``), which ``revise`` applies to the
 ledger: new option and estimate, the planned segments from the revised one on, the job
-it replaces marked ``replanned`` (its end then decides nothing), and one line of the
-plan's re-plan history, which ``Plan.reason`` keeps after `` || `` to the plan's end.
+it replaces marked ``replanned`` (its end then decides nothing), and one typed record
+(``PlanRevision``) appended to the plan's re-plan history, ``Plan.replans``.
+
+Whether a ledger entry's job is over is ``SegmentState.ended`` (``JobState.ended``, plus
+``replanned``): one definition for the Scheduler, the MCP tools and the CLI.
 """
 
 from __future__ import annotations
@@ -49,13 +52,13 @@ from knowledge_base.records import (
     JobState,
     Plan,
     PlanOption,
+    PlanRevision,
     PlanStatus,
     ResourceEstimate,
+    SegmentState,
 )
 
 __all__ = [
-    "HISTORY_MARK",
-    "REPLANNED",
     "Finish",
     "JobEnd",
     "Limits",
@@ -65,24 +68,17 @@ __all__ = [
     "as_of",
     "attempts_of",
     "entry_of",
-    "is_terminal",
+    "in_flight",
     "next_planned_walltime_s",
     "on_job_end",
     "on_progress",
     "planned_segments",
-    "replan_history",
     "resubmission",
     "revise",
     "submitted",
-    "with_history",
 ]
 
 _GB = 1024
-REPLANNED = "replanned"
-"""Ledger state of a job a re-plan cancelled (to resubmit, or to stop the plan)."""
-_TERMINAL = {"completed", "failed", "timeout", "out_of_memory", "cancelled", "unknown", REPLANNED}
-HISTORY_MARK = " || "
-"""Separates a plan's reason from its re-plan history lines in ``Plan.reason``."""
 
 
 class _Model(BaseModel):
@@ -175,6 +171,11 @@ def submitted(plan: Plan) -> list[CascadeSegment]:
     return [s for s in plan.segments if not _planned(s)]
 
 
+def in_flight(plan: Plan) -> list[CascadeSegment]:
+    """The submissions whose job is not over yet (under way, queued, running, unknown)."""
+    return [s for s in submitted(plan) if s.state is not None and not s.state.ended]
+
+
 def planned_segments(plan: Plan) -> int:
     """How many cascade segments the planner laid out (at least 1)."""
     return max(1, len({s.index for s in plan.segments if _planned(s)}))
@@ -194,7 +195,7 @@ def as_of(plan: Plan, job_id: str) -> Plan:
         elif not found:
             if segment.job_id == job_id:
                 found = True
-                segment = segment.model_copy(update={"state": JobState.RUNNING.value})
+                segment = segment.model_copy(update={"state": SegmentState.RUNNING})
             segments.append(segment)
     return plan.model_copy(update={"segments": segments}) if found else plan
 
@@ -220,7 +221,7 @@ def next_planned_walltime_s(plan: Plan, index: int, default_s: int) -> int:
 
 
 def _count(plan: Plan, state: JobState) -> int:
-    return sum(1 for s in submitted(plan) if s.state == state.value)
+    return sum(1 for s in submitted(plan) if s.state == SegmentState.of(state))
 
 
 # -- the rules ----------------------------------------------------------------------------
@@ -464,17 +465,6 @@ def on_progress(
 # -- revisions (re-plans the Intelligence Plane decided) ----------------------------------
 
 
-def replan_history(reason: str) -> list[str]:
-    """The re-plan history lines a plan's reason carries (oldest first)."""
-    return reason.split(HISTORY_MARK)[1:]
-
-
-def with_history(reason: str, previous: str) -> str:
-    """``reason``, keeping the re-plan history of the reason it replaces."""
-    head = reason.split(HISTORY_MARK)[0]
-    return HISTORY_MARK.join([head, *replan_history(previous)])
-
-
 def resubmission(plan: Plan, job_id: str | None, checkpointable: bool) -> tuple[int, int] | None:
     """(segment, attempt) of the job that replaces ``job_id``, if a re-plan may replace it.
 
@@ -489,8 +479,8 @@ def resubmission(plan: Plan, job_id: str | None, checkpointable: bool) -> tuple[
     if job_id is None or at is None:
         return None
     entry = jobs[at]
-    in_flight = at == len(jobs) - 1 and not is_terminal(entry.state)
-    if not in_flight and entry.state != REPLANNED:
+    running = at == len(jobs) - 1 and not (entry.state is not None and entry.state.ended)
+    if not running and entry.state is not SegmentState.REPLANNED:
         return None
     if checkpointable:
         return entry.index + 1, 1
@@ -500,28 +490,23 @@ def resubmission(plan: Plan, job_id: str | None, checkpointable: bool) -> tuple[
 
 def revise(
     plan: Plan,
+    record: PlanRevision,
     *,
-    revision: int,
-    line: str,
     option: PlanOption | None = None,
     estimate: ResourceEstimate | None = None,
     start_index: int | None = None,
     segments: list[CascadeSegment] | None = None,
     replaced: str | None = None,
 ) -> Plan | None:
-    """``plan`` with one revision applied (None: it was applied already).
+    """``plan`` with one revision applied and recorded (None: it was applied already).
 
     The planned segments from ``start_index`` on become ``segments`` (renumbered from
     there); ``option`` keeps the larger of the memories (an out-of-memory retry may have
     raised it past the planner's); ``replaced`` is marked ``replanned`` in the ledger.
     """
-    tag = f"re-plan {revision}:"
-    history = replan_history(plan.reason)
-    if any(h.startswith(tag) for h in history):
+    if any(r.revision == record.revision for r in plan.replans):
         return None
-    update: dict[str, object] = {
-        "reason": HISTORY_MARK.join([plan.reason.split(HISTORY_MARK)[0], *history, f"{tag} {line}"])
-    }
+    update: dict[str, object] = {"replans": [*plan.replans, record]}
     if estimate is not None:
         update["estimate"] = estimate
     if option is not None:
@@ -538,14 +523,10 @@ def revise(
         entries = planned + [s for s in kept if not _planned(s)]
     if replaced is not None:
         entries = [
-            s.model_copy(update={"state": REPLANNED})
-            if s.job_id == replaced and not is_terminal(s.state)
+            s.model_copy(update={"state": SegmentState.REPLANNED})
+            if s.job_id == replaced and not (s.state is not None and s.state.ended)
             else s
             for s in entries
         ]
     update["segments"] = entries
     return plan.model_copy(update=update)
-
-
-def is_terminal(state: str | None) -> bool:
-    return state in _TERMINAL

@@ -48,6 +48,7 @@ from agents.events import (
     JobStateChanged,
     JobSubmitted,
     PlanApproved,
+    PlanCancelRequested,
     PlanFinished,
     PlanReplanDecided,
     PlanReplanRequested,
@@ -55,7 +56,6 @@ from agents.events import (
 )
 from agents.monitor import JobMonitor
 from agents.rescheduler import (
-    REPLANNED,
     Finish,
     JobEnd,
     Limits,
@@ -64,7 +64,7 @@ from agents.rescheduler import (
     as_of,
     attempts_of,
     entry_of,
-    is_terminal,
+    in_flight,
     next_planned_walltime_s,
     on_job_end,
     on_progress,
@@ -72,7 +72,6 @@ from agents.rescheduler import (
     resubmission,
     revise,
     submitted,
-    with_history,
 )
 from agents.runtime import Action, Agent, Emit, Observation
 from agents.topics import JOBS, PLANS
@@ -82,8 +81,10 @@ from knowledge_base.records import (
     JobRecord,
     JobState,
     Plan,
+    PlanRevision,
     PlanStatus,
     ResourceEstimate,
+    SegmentState,
 )
 from knowledge_base.store import KnowledgeBase
 from knowledge_base.workload import DNNTraining
@@ -171,7 +172,7 @@ class SchedulerConfig(BaseModel):
 class SchedulerObservation(Observation):
     """What the Scheduler knows when it decides: the plan, and what happened to which job."""
 
-    kind: Literal["start", "running", "progress", "ended", "revise", "ignore"]
+    kind: Literal["start", "running", "progress", "ended", "revise", "cancel", "closed", "ignore"]
     plan: Plan | None = None
     purpose: Purpose = "workload"
     limits: Limits | None = None
@@ -187,6 +188,7 @@ class SchedulerObservation(Observation):
     job_walltime_s: int | None = None
     replaced: bool = Field(default=False, description="The job ended after a re-plan took it")
     revision: PlanReplanDecided | None = None
+    cancel: PlanCancelRequested | None = None
 
 
 class Submit(Action):
@@ -202,11 +204,14 @@ class Submit(Action):
 
 
 class Conclude(Action):
+    """End the plan; CANCELLED marks every job still in flight cancelled in the ledger."""
+
     plan_id: str
     purpose: Purpose = "workload"
     status: PlanStatus
     reason: str
     about_job: str | None = None
+    cancelled_by: str | None = Field(default=None, description="A cancel request's sender")
 
 
 class RecordState(Action):
@@ -268,17 +273,19 @@ def _checkpointable(plan: Plan) -> bool:
 
 
 def _mark_state(action: RecordState, plan: Plan) -> Plan | None:
-    return _mark(plan, action.job_id, action.state.value)
+    return _mark(plan, action.job_id, SegmentState.of(action.state))
 
 
-def _mark(plan: Plan, job_id: str, state: str) -> Plan | None:
+def _mark(plan: Plan, job_id: str, state: SegmentState) -> Plan | None:
     if (entry := entry_of(plan, job_id)) is None or entry.state == state:
         return None
+    if entry.state is not None and entry.state.ended and not state.ended:
+        return None  # a late "running" never reopens a job the ledger says is over
     segments = [
         s.model_copy(update={"state": state}) if s.job_id == job_id else s for s in plan.segments
     ]
     status = plan.status
-    if state == JobState.RUNNING.value and status in (PlanStatus.APPROVED, PlanStatus.SUBMITTED):
+    if state is SegmentState.RUNNING and status in (PlanStatus.APPROVED, PlanStatus.SUBMITTED):
         status = PlanStatus.RUNNING
     return plan.model_copy(update={"segments": segments, "status": status})
 
@@ -343,6 +350,15 @@ class Scheduler(Agent[SchedulerObservation]):
             return await self._sense_finished(event, payload)
         if isinstance(payload, PlanReplanDecided):
             return await self._sense_revision(event, payload)
+        if isinstance(payload, PlanCancelRequested):
+            plan = await self._plan(payload.plan_id)
+            if plan is None:
+                log.warning("cancel of plan %s: no such plan; nothing to do", payload.plan_id)
+                return None
+            kind: Literal["cancel", "ignore"] = "ignore" if plan.status.ended else "cancel"
+            return SchedulerObservation(
+                event=event, kind=kind, plan=plan, purpose=_purpose_of(plan), cancel=payload
+            )
         return None
 
     async def _sense_revision(
@@ -351,7 +367,7 @@ class Scheduler(Agent[SchedulerObservation]):
         plan = await self._plan(payload.plan_id)
         if plan is None:
             return None
-        over = plan.status in (PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED)
+        over = plan.status.ended
         applied = await self.kb.is_processed(f"{self.name}.revision", _revision_key(payload))
         return SchedulerObservation(
             event=event,
@@ -398,12 +414,16 @@ class Scheduler(Agent[SchedulerObservation]):
                 )
 
             stored = await update_plan(self.kb, approved.id, approve)
-        over = stored.status in (PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED)
+        kind: Literal["start", "closed", "ignore"] = "start"
+        if stored.status.ended:
+            # Cancelled before it was approved: say it is over, so the approver (the
+            # Intelligence Plane's thread) stops waiting for it to run.
+            kind = "closed" if stored.cancelled_by is not None else "ignore"
         # Not over: decide as on first sight; submitting segment 0 again is found in the
         # ledger and only its events are re-published (same ids: consumers drop them).
         return SchedulerObservation(
             event=event,
-            kind="ignore" if over else "start",
+            kind=kind,
             plan=stored,
             purpose=payload.purpose,
             limits=await self._limits(stored),
@@ -438,7 +458,7 @@ class Scheduler(Agent[SchedulerObservation]):
         if payload.fraction is None:
             return None
         plan = await self._plan(payload.plan_id)
-        if plan is None or plan.estimate is None:
+        if plan is None or plan.estimate is None or plan.status.ended:
             return None
         entry = entry_of(plan, payload.job_id)
         executor = self._executor(plan)
@@ -467,7 +487,7 @@ class Scheduler(Agent[SchedulerObservation]):
             elapsed_s=elapsed,
             fraction_at_start=first,
             fraction_now=payload.fraction,
-            replan_asked=asked or is_terminal(entry.state),
+            replan_asked=asked or _ended(entry),
             job_elapsed_s=job_elapsed,
             job_walltime_s=entry.walltime_s,
         )
@@ -491,13 +511,13 @@ class Scheduler(Agent[SchedulerObservation]):
         executor = self._executor(stored)
         if executor is None:
             return None
-        replaced = entry.state == REPLANNED
+        replaced = entry.state is SegmentState.REPLANNED
         plan = as_of(stored, record.job_id)
         progress = await self._progress_of(executor, record.job_id)
         if progress is not None and _own_clock(executor, progress.unit):
             # A simulated job reports seconds of its own run; in the workload's terms it
             # did its planned share: one more segment of the planned count.
-            done_before = len([s for s in submitted(plan) if s.state == "completed"])
+            done_before = len([s for s in submitted(plan) if s.state is SegmentState.COMPLETED])
             progress = Progress("segment", done_before + 1, float(planned_segments(plan)))
             previous: Progress | None = Progress("segment", done_before, None)
         else:
@@ -552,6 +572,11 @@ class Scheduler(Agent[SchedulerObservation]):
         plan = observation.plan
         if plan is None or observation.kind == "ignore":
             return []
+        if observation.kind == "cancel":
+            assert observation.cancel is not None
+            return self._decide_cancel(plan, observation.cancel, observation.purpose)
+        if observation.kind == "closed":
+            return [_finished(plan, observation.purpose)]
         if observation.kind == "start":
             if plan.option is None:
                 return [
@@ -635,6 +660,11 @@ class Scheduler(Agent[SchedulerObservation]):
             actions.append(RecordJob(record=observation.record))
         if observation.replaced:
             return actions  # a re-plan cancelled it and decided what came next
+        if plan.status.ended and plan.cancelled_by is not None:
+            # Cancelled on request: its end is recorded, and nothing more runs (a cascade
+            # segment that checkpointed before the cancel took effect is not continued).
+            actions.append(RecordState(plan_id=plan.id, job_id=end.job_id, state=end.state))
+            return actions
         if limits is None:
             actions.append(
                 Conclude(
@@ -668,6 +698,25 @@ class Scheduler(Agent[SchedulerObservation]):
             )
         else:
             actions.append(self._submit_from(plan, outcome, observation.purpose, end.job_id))
+        return actions
+
+    @staticmethod
+    def _decide_cancel(plan: Plan, request: PlanCancelRequested, purpose: Purpose) -> list[Action]:
+        """Cancel every job still in flight, then end the plan CANCELLED (pure)."""
+        actions: list[Action] = [
+            CancelJob(plan_id=plan.id, job_id=s.job_id, reason=request.reason)
+            for s in in_flight(plan)
+            if s.job_id is not None
+        ]
+        actions.append(
+            Conclude(
+                plan_id=plan.id,
+                purpose=purpose,
+                status=PlanStatus.CANCELLED,
+                reason=f"{request.reason} (by {request.by})",
+                cancelled_by=request.by,
+            )
+        )
         return actions
 
     @staticmethod
@@ -768,6 +817,15 @@ class Scheduler(Agent[SchedulerObservation]):
 
     async def _submit(self, action: Submit) -> list[Emit]:
         plan = await self.kb.get_plan(action.plan_id)
+        if plan.status.ended:
+            # Cancelled (or ended) since the decision: nothing more runs for it.
+            log.info(
+                "plan %s is %s: segment %d not submitted",
+                plan.id,
+                plan.status.value,
+                action.segment_index,
+            )
+            return []
         assert plan.option is not None
         executor = self.executors[plan.option.system]
         existing = _submission(plan, action.segment_index, action.attempt)
@@ -779,18 +837,24 @@ class Scheduler(Agent[SchedulerObservation]):
         if existing is None:
 
             def intend(plan: Plan) -> Plan | None:
+                if plan.status.ended:
+                    return None
                 if _submission(plan, action.segment_index, action.attempt) is not None:
                     return None
                 assert plan.option is not None
                 option = plan.option.model_copy(update={"memory_mb": action.memory_mb})
                 intent = CascadeSegment(
-                    index=action.segment_index, walltime_s=action.walltime_s, state="submitting"
+                    index=action.segment_index,
+                    walltime_s=action.walltime_s,
+                    state=SegmentState.SUBMITTING,
                 )
                 return plan.model_copy(
                     update={"segments": [*plan.segments, intent], "option": option}
                 )
 
             plan = await update_plan(self.kb, action.plan_id, intend)
+            if plan.status.ended:  # cancelled between the read and the intent
+                return []
         else:  # an intent without a job id: submitted before a crash, or not?
             job_id = await _find_by_name(
                 executor, job_name(plan, action.segment_index, action.attempt)
@@ -810,7 +874,9 @@ class Scheduler(Agent[SchedulerObservation]):
         def record(plan: Plan) -> Plan | None:
             intent = _submission(plan, action.segment_index, action.attempt)
             segments = [
-                s.model_copy(update={"job_id": found, "state": "pending"}) if s is intent else s
+                s.model_copy(update={"job_id": found, "state": SegmentState.PENDING})
+                if s is intent
+                else s
                 for s in plan.segments
             ]
             status = plan.status if plan.status is PlanStatus.RUNNING else PlanStatus.SUBMITTED
@@ -896,10 +962,17 @@ class Scheduler(Agent[SchedulerObservation]):
 
     async def _conclude(self, action: Conclude) -> list[Emit]:
         def finish(plan: Plan) -> Plan | None:
-            if plan.status in (PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED):
+            if plan.status.ended:
                 return None
             segments = plan.segments
-            if action.about_job is not None:
+            if action.cancelled_by is not None:  # every job still in flight was cancelled
+                segments = [
+                    s.model_copy(update={"state": SegmentState.CANCELLED})
+                    if s.state is not None and not s.state.ended
+                    else s
+                    for s in segments
+                ]
+            elif action.about_job is not None:
                 segments = [
                     s
                     if s.job_id != action.about_job
@@ -909,19 +982,25 @@ class Scheduler(Agent[SchedulerObservation]):
             return plan.model_copy(
                 update={
                     "status": action.status,
-                    "reason": with_history(action.reason, plan.reason),
+                    "reason": action.reason,
                     "segments": segments,
+                    "cancelled_by": action.cancelled_by,
                 }
             )
 
         plan = await update_plan(self.kb, action.plan_id, finish)
         jobs = submitted(plan)
         log.info("plan %s: %s: %s", plan.id, action.status.value, action.reason)
+        verdict: Literal["complete", "stop", "cancel"] = "stop"
+        if action.status is PlanStatus.COMPLETED:
+            verdict = "complete"
+        elif action.cancelled_by is not None:
+            verdict = "cancel"
         return [
             Emit(
                 payload=ScheduleDecision(
                     plan_id=plan.id,
-                    action="complete" if action.status is PlanStatus.COMPLETED else "stop",
+                    action=verdict,
                     reason=action.reason,
                     job_id=action.about_job,
                     segment_index=jobs[-1].index if jobs else 0,
@@ -930,17 +1009,7 @@ class Scheduler(Agent[SchedulerObservation]):
                 ),
                 correlation_id=plan.id,
             ),
-            Emit(
-                payload=PlanFinished(
-                    plan_id=plan.id,
-                    status=plan.status,
-                    reason=plan.reason,
-                    job_ids=[s.job_id for s in jobs if s.job_id],
-                    segments=len({s.index for s in jobs}),
-                    purpose=action.purpose,
-                ),
-                correlation_id=plan.id,
-            ),
+            _finished(plan, action.purpose),
         ]
 
     async def _replan(self, action: RequestReplan) -> list[Emit]:
@@ -985,16 +1054,15 @@ class Scheduler(Agent[SchedulerObservation]):
     async def _revise(self, action: Revise) -> list[Emit]:
         """Record the re-plan in the plan's history and revise the ledger (once)."""
         decision = action.decision
-        line = f"{decision.action}: {decision.reason}"
-        if decision.action == "stop" and action.replaced is not None:
-            line = "stop: the plan was stopped for the reason it ends with (above)"
+        record = PlanRevision(
+            revision=decision.revision, action=decision.action, reason=decision.reason
+        )
 
         def apply(plan: Plan) -> Plan | None:
             changes = decision.action in ("extend", "resubmit")
             return revise(
                 plan,
-                revision=decision.revision,
-                line=line,
+                record,
                 option=decision.option if changes else None,
                 estimate=decision.estimate,
                 start_index=decision.start_index if changes else None,
@@ -1003,7 +1071,13 @@ class Scheduler(Agent[SchedulerObservation]):
             )
 
         plan = await update_plan(self.kb, decision.plan_id, apply)
-        log.info("plan %s: re-plan %d: %s", plan.id, decision.revision, line)
+        log.info(
+            "plan %s: re-plan %d: %s: %s",
+            plan.id,
+            decision.revision,
+            decision.action,
+            decision.reason,
+        )
         if decision.action != "extend":
             return []  # resubmit and stop say so with the job they submit or the end
         option = plan.option
@@ -1047,11 +1121,11 @@ class Scheduler(Agent[SchedulerObservation]):
                 if plan.option is None or plan.option.system not in self.executors:
                     continue
                 for segment in plan.segments:
-                    if segment.state == "submitting":
+                    if segment.state is SegmentState.SUBMITTING:
                         await self._reconcile(plan, segment)
                 plan = await self.kb.get_plan(plan.id)
                 for segment in submitted(plan):
-                    if segment.job_id and not is_terminal(segment.state):
+                    if segment.job_id and not _ended(segment):
                         self._watch(plan, segment.job_id)
                         watched.append(segment.job_id)
         return watched
@@ -1067,10 +1141,11 @@ class Scheduler(Agent[SchedulerObservation]):
         def settle(stored: Plan) -> Plan | None:
             segments = []
             for s in stored.segments:
-                if s.index == segment.index and s.state == "submitting" and s.job_id is None:
+                submitting = s.state is SegmentState.SUBMITTING
+                if s.index == segment.index and submitting and s.job_id is None:
                     if found is None:
                         continue  # never submitted: drop the intent; redelivery redoes it
-                    s = s.model_copy(update={"job_id": found, "state": "pending"})
+                    s = s.model_copy(update={"job_id": found, "state": SegmentState.PENDING})
                 segments.append(s)
             return stored.model_copy(update={"segments": segments})
 
@@ -1116,12 +1191,32 @@ def _submission(plan: Plan, index: int, attempt: int) -> CascadeSegment | None:
     return None
 
 
-def _final_state(state: str | None, status: PlanStatus) -> str | None:
-    if is_terminal(state):
+def _finished(plan: Plan, purpose: Purpose) -> Emit:
+    """``plan.finished`` for a plan that is over, as its ledger says."""
+    jobs = submitted(plan)
+    return Emit(
+        payload=PlanFinished(
+            plan_id=plan.id,
+            status=plan.status,
+            reason=plan.reason,
+            job_ids=[s.job_id for s in jobs if s.job_id],
+            segments=len({s.index for s in jobs}),
+            purpose=purpose,
+        ),
+        correlation_id=plan.id,
+    )
+
+
+def _ended(segment: CascadeSegment) -> bool:
+    return segment.state is not None and segment.state.ended
+
+
+def _final_state(state: SegmentState | None, status: PlanStatus) -> SegmentState | None:
+    if state is not None and state.ended:
         return state
     return {
-        PlanStatus.COMPLETED: "completed",
-        PlanStatus.CANCELLED: "cancelled",
+        PlanStatus.COMPLETED: SegmentState.COMPLETED,
+        PlanStatus.CANCELLED: SegmentState.CANCELLED,
     }.get(status, state)
 
 

@@ -48,6 +48,7 @@ TOPIC_BY_EVENT_TYPE: Final[dict[str, str]] = {
     "plan.approved": PLANS,
     "plan.replan_requested": PLANS,
     "plan.replan_decided": PLANS,
+    "plan.cancel_requested": PLANS,
     "plan.finished": PLANS,
     "estimate.requested": ESTIMATES,
     "estimate.ready": ESTIMATES,

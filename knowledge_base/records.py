@@ -6,9 +6,10 @@ timezone-aware UTC datetimes; durations are seconds (``_s``); memory is MB (``_m
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -25,10 +26,12 @@ __all__ = [
     "JobState",
     "Plan",
     "PlanOption",
+    "PlanRevision",
     "PlanStatus",
     "ProfileRecord",
     "ProfileStatus",
     "ResourceEstimate",
+    "SegmentState",
     "utc_now",
 ]
 
@@ -96,13 +99,81 @@ class Cost(_Model):
     unit: str = Field(min_length=1)
 
 
+class JobState(StrEnum):
+    """A batch job's state, one enum over every batch system's native states.
+
+    ``ended`` is the one definition of a job that is over: COMPLETED, FAILED, TIMEOUT,
+    OUT_OF_MEMORY, CANCELLED. PENDING and RUNNING are not, and neither is UNKNOWN (the
+    batch system did not answer for it; it may still run).
+    """
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    OUT_OF_MEMORY = "out_of_memory"
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"
+
+    @property
+    def ended(self) -> bool:
+        return self in _ENDED_JOB_STATES
+
+
+_ENDED_JOB_STATES = frozenset(
+    {
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.TIMEOUT,
+        JobState.OUT_OF_MEMORY,
+        JobState.CANCELLED,
+    }
+)
+
+
+class SegmentState(StrEnum):
+    """Where one submission of a plan's ledger (``Plan.segments``) stands.
+
+    A job's own states (``JobState``, same values), plus ``submitting`` (the intent is
+    recorded, the batch system has not answered with a job id yet) and ``replanned`` (a
+    re-plan cancelled the job; its end decides nothing). Only the Scheduler writes it.
+    """
+
+    SUBMITTING = "submitting"
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    OUT_OF_MEMORY = "out_of_memory"
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"
+    REPLANNED = "replanned"
+
+    @classmethod
+    def of(cls, state: JobState) -> SegmentState:
+        return cls(state.value)
+
+    @property
+    def ended(self) -> bool:
+        """The job is over (``JobState.ended``), or a re-plan took it."""
+        if self is SegmentState.REPLANNED:
+            return True
+        return self not in (SegmentState.SUBMITTING,) and JobState(self.value).ended
+
+
 class CascadeSegment(_Model):
-    """One job of a checkpointed chain that together runs past a partition's limit."""
+    """One job of a checkpointed chain that together runs past a partition's limit.
+
+    In a plan's ledger: a planned segment has neither ``job_id`` nor ``state``; a
+    submission has a ``state`` (and its ``job_id`` once the batch system gave one).
+    """
 
     index: int = Field(ge=0)
     walltime_s: DurationS = Field(gt=0)
     job_id: str | None = None
-    state: str | None = None
+    state: SegmentState | None = None
 
 
 class PlanStatus(StrEnum):
@@ -114,6 +185,37 @@ class PlanStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+
+    @property
+    def ended(self) -> bool:
+        """COMPLETED, FAILED or CANCELLED: nothing more runs for the plan."""
+        return self in (PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED)
+
+
+class PlanRevision(_Model):
+    """One re-plan of a running plan, as the Scheduler applied it (oldest first)."""
+
+    revision: int = Field(ge=1, description="1 for the plan's first re-plan, and so on")
+    action: Literal["keep", "extend", "resubmit", "stop"]
+    reason: str = Field(min_length=1)
+
+
+# Plans stored before re-plans were typed kept them in ``reason`` after this mark, one
+# "re-plan N: ACTION: REASON" line each; ``Plan`` reads them into ``replans``.
+_OLD_HISTORY_MARK = " || "
+_OLD_HISTORY_LINE = re.compile(r"re-plan (\d+): (keep|extend|resubmit|stop): (.+)", re.DOTALL)
+
+
+def _old_history(reason: str) -> tuple[str, list[dict[str, Any]]]:
+    head, *lines = reason.split(_OLD_HISTORY_MARK)
+    revisions = []
+    for line in lines:
+        found = _OLD_HISTORY_LINE.fullmatch(line.strip())
+        if found is None:  # not a history line after all: the reason stays as it was
+            return reason, []
+        number, action, text = found.groups()
+        revisions.append({"revision": int(number), "action": action, "reason": text})
+    return head, revisions
 
 
 class Plan(_Model):
@@ -129,22 +231,26 @@ class Plan(_Model):
     expected_wait_s: DurationS | None = None
     segments: list[CascadeSegment] = Field(default_factory=list)
     reason: str = Field(default="", description="Why this option was chosen or why it failed")
+    replans: list[PlanRevision] = Field(
+        default_factory=list, description="Re-plans applied while it ran, oldest first"
+    )
+    cancelled_by: str | None = Field(
+        default=None, description="Who asked to cancel it (plan.cancel_requested); None: no one"
+    )
     created_at: datetime = Field(default_factory=utc_now)
     updated_at: datetime = Field(default_factory=utc_now)
     version: int = Field(default=0, ge=0, description="Bumped by every stored update")
 
-
-class JobState(StrEnum):
-    """A batch job's state, one enum over every batch system's native states."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    TIMEOUT = "timeout"
-    OUT_OF_MEMORY = "out_of_memory"
-    CANCELLED = "cancelled"
-    UNKNOWN = "unknown"
+    @model_validator(mode="before")
+    @classmethod
+    def _read_old_history(cls, data: Any) -> Any:
+        """A plan stored with its re-plan history in ``reason`` loads with it typed."""
+        if isinstance(data, dict) and _OLD_HISTORY_MARK in str(data.get("reason", "")):
+            if data.get("replans"):
+                return data
+            head, revisions = _old_history(str(data["reason"]))
+            return {**data, "reason": head, "replans": revisions}
+        return data
 
 
 class JobRecord(_Model):

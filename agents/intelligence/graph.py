@@ -55,7 +55,7 @@ from agents.intelligence.context import PlaneContext
 from agents.intelligence.replan import decide_replan, reestimate
 from agents.intelligence.state import WAIT_KEY, Outgoing, PlaneState
 from agents.rescheduler import revise as revise_ledger
-from knowledge_base.records import Plan, PlanStatus, ResourceEstimate
+from knowledge_base.records import Plan, PlanRevision, PlanStatus, ResourceEstimate
 from knowledge_base.workload import DNNTraining, WorkloadSpec
 
 __all__ = ["build_graph", "builder", "compile_plane", "graph"]
@@ -348,8 +348,7 @@ def revise(state: PlaneState, runtime: Runtime[PlaneContext]) -> dict[str, Any]:
     changes = decision.action in ("extend", "resubmit")
     followed = revise_ledger(
         current,
-        revision=revision,
-        line=f"{decision.action}: {decision.reason}",
+        PlanRevision(revision=revision, action=decision.action, reason=decision.reason),
         option=decision.option if changes else None,
         estimate=decision.estimate,
         start_index=decision.start_index if changes else None,

@@ -8,7 +8,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.rescheduler import (
-    REPLANNED,
     Finish,
     JobEnd,
     Limits,
@@ -18,13 +17,19 @@ from agents.rescheduler import (
     as_of,
     on_job_end,
     on_progress,
-    replan_history,
     resubmission,
     revise,
     submitted,
-    with_history,
 )
-from knowledge_base.records import CascadeSegment, Interval, JobState, Plan, PlanStatus
+from knowledge_base.records import (
+    CascadeSegment,
+    Interval,
+    JobState,
+    Plan,
+    PlanRevision,
+    PlanStatus,
+    SegmentState,
+)
 from tests.agents.harness import dnn_spec, generic_spec, make_plan
 
 DEBUG = Limits(where="c/debug", max_memory_mb=4096, max_walltime_s=60)
@@ -274,10 +279,10 @@ def test_a_revision_is_applied_once_and_kept_in_the_plans_history() -> None:
     plan = with_jobs(make_plan("p", dnn_spec(), segments=3), (0, "1", "running", 60))
     assert plan.option is not None
     batch = plan.option.model_copy(update={"partition": "batch", "walltime_s": 300})
+    slower = PlanRevision(revision=1, action="extend", reason="slower")
     once = revise(
         plan,
-        revision=1,
-        line="extend: slower",
+        slower,
         option=batch,
         start_index=1,
         segments=[CascadeSegment(index=0, walltime_s=300)],
@@ -288,12 +293,44 @@ def test_a_revision_is_applied_once_and_kept_in_the_plans_history() -> None:
         (1, 300, None),
         (0, 60, "1"),
     ]
-    assert replan_history(once.reason) == ["re-plan 1: extend: slower"]
-    assert revise(once, revision=1, line="extend: slower") is None
-    # The plan's end keeps the history after its own reason.
-    assert replan_history(with_history("job 9 completed", once.reason)) == [
-        "re-plan 1: extend: slower"
-    ]
+    assert once.replans == [slower]
+    assert once.reason == plan.reason  # the history is typed, not joined into the reason
+    assert revise(once, slower) is None
+    assert revise(once, slower.model_copy(update={"action": "keep"})) is None
+
+
+def test_a_plan_stored_with_its_history_in_the_reason_loads_it_typed() -> None:
+    """Plans stored before the history was typed kept it after " || " in ``reason``."""
+    stored = make_plan("p", dnn_spec()).model_dump(mode="json")
+    stored["reason"] = (
+        "job 9 completed (step 10/10) after 2 jobs || re-plan 1: extend: slower || "
+        "re-plan 2: stop: the plan was stopped for the reason it ends with (above)"
+    )
+    for segment in stored["segments"]:
+        segment["state"] = None
+    stored["segments"].append({"index": 0, "walltime_s": 60, "job_id": "9", "state": "replanned"})
+    plan = Plan.model_validate(stored)
+    assert plan.reason == "job 9 completed (step 10/10) after 2 jobs"
+    assert [(r.revision, r.action) for r in plan.replans] == [(1, "extend"), (2, "stop")]
+    assert plan.replans[0].reason == "slower"
+    assert plan.segments[-1].state is SegmentState.REPLANNED and plan.segments[-1].state.ended
+    # A reason that merely contains the mark is left alone.
+    stored["reason"] = "a || b"
+    assert Plan.model_validate(stored).reason == "a || b"
+
+
+def test_one_definition_of_a_job_that_ended() -> None:
+    ended = {s for s in JobState if s.ended}
+    assert ended == {
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.TIMEOUT,
+        JobState.OUT_OF_MEMORY,
+        JobState.CANCELLED,
+    }
+    for state in JobState:  # the ledger agrees with the job, and adds its own two
+        assert SegmentState.of(state).ended == state.ended
+    assert SegmentState.REPLANNED.ended and not SegmentState.SUBMITTING.ended
 
 
 def test_only_the_job_in_flight_or_one_a_replan_took_is_replaced() -> None:
@@ -302,5 +339,5 @@ def test_only_the_job_in_flight_or_one_a_replan_took_is_replaced() -> None:
     assert resubmission(running, "2", checkpointable=True) == (2, 1)
     assert resubmission(running, "2", checkpointable=False) == (1, 2)
     assert resubmission(running, "1", checkpointable=True) is None  # ended on its own
-    taken = with_jobs(plan, (1, "2", REPLANNED, 60), (2, "3", "pending", 60))
+    taken = with_jobs(plan, (1, "2", SegmentState.REPLANNED, 60), (2, "3", "pending", 60))
     assert resubmission(taken, "2", checkpointable=True) == (2, 1)  # the same answer again

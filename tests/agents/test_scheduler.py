@@ -16,11 +16,11 @@ import pytest
 from agents.events import (
     JobSubmitted,
     PlanApproved,
+    PlanCancelRequested,
     PlanFinished,
     PlanReplanDecided,
     ScheduleDecision,
 )
-from agents.rescheduler import replan_history
 from agents.scheduler import Scheduler, SchedulerConfig, job_name
 from knowledge_base.records import CascadeSegment, Plan, PlanStatus
 from tests.agents.harness import MiniCenter, dnn_spec, generic_spec, make_plan, until
@@ -318,7 +318,7 @@ async def test_an_extend_decision_reshapes_the_segments_to_come_and_cancels_noth
     requests = {j.job_id: j.request for j in center.cluster._jobs.values()}
     assert requests[jobs[1].job_id or ""].partition == "batch"
     assert requests[jobs[1].job_id or ""].environment["RIGHTSIZE_SEGMENTS"] == "2"
-    assert len(replan_history(final.reason)) == 1
+    assert [(r.revision, r.action, r.reason) for r in final.replans] == [(1, "extend", "slower")]
     revised = [d for d in await center.recorder.of(ScheduleDecision) if d.action == "revise"]
     assert len(revised) == 1 and revised[0].walltime_s == 300
 
@@ -355,7 +355,7 @@ async def test_a_resubmit_decision_cancels_the_job_and_submits_its_replacement_o
     assert (await center.cluster.status(first)).state.value == "cancelled"
     actions = [d.action for d in await center.recorder.of(ScheduleDecision)]
     assert actions == ["submit", "resubmit", "complete"]
-    assert replan_history(final.reason)[0].startswith("re-plan 1: resubmit: slower")
+    assert [(r.revision, r.action, r.reason) for r in final.replans] == [(1, "resubmit", "slower")]
 
 
 async def test_a_resubmit_decision_for_a_job_that_already_ended_replaces_nothing(
@@ -383,8 +383,88 @@ async def test_a_resubmit_decision_for_a_job_that_already_ended_replaces_nothing
     assert len(center.cluster._jobs) == 2  # the retry was not touched, nothing added
     jobs = [s for s in final.segments if s.job_id]
     assert [(s.walltime_s, s.state) for s in jobs] == [(60, "timeout"), (120, "completed")]
-    [line] = replan_history(final.reason)
-    assert "had already ended" in line
+    [revision] = final.replans
+    assert revision.action == "extend" and "had already ended" in revision.reason
+
+
+# -- cancellation (plan.cancel_requested: MCP cancel_plan, rightsize cancel) -----------------
+
+
+async def _advance(center: MiniCenter, scheduler: Scheduler, steps: int, dt_s: float = 10) -> None:
+    for _ in range(steps):
+        center.clock.advance(dt_s)
+        await scheduler.monitors["testcluster"].poll_once()
+        await center.settle()
+
+
+async def test_a_cancelled_cascade_cancels_its_pending_job_and_submits_no_next_segment(
+    center: MiniCenter,
+) -> None:
+    scheduler = await start_scheduler(center, behaving(run_s=45))
+    plan = make_plan("plan-cancel", dnn_spec(), segments=3)
+    await center.publish(PlanApproved(plan=plan), plan.id)
+    await center.settle()
+    [first] = list(center.cluster._jobs)
+
+    await center.publish(PlanCancelRequested(plan_id=plan.id, by="alice"), plan.id)
+    await center.publish(PlanCancelRequested(plan_id=plan.id, by="alice"), plan.id)  # again
+    await center.settle()
+    await _advance(center, scheduler, 12)  # two segments' worth of time
+
+    final = await center.kb.get_plan(plan.id)
+    assert final.status is PlanStatus.CANCELLED and final.cancelled_by == "alice"
+    assert final.reason == "cancelled by the user (by alice)"
+    assert list(center.cluster._jobs) == [first]  # no next segment, ever
+    assert (await center.cluster.status(first)).state.value == "cancelled"
+    assert [(s.job_id, s.state) for s in final.segments if s.job_id] == [(first, "cancelled")]
+    actions = [d.action for d in await center.recorder.of(ScheduleDecision)]
+    assert actions == ["submit", "cancel"]
+    finished = await center.recorder.of(PlanFinished)
+    assert [f.status for f in finished] == [PlanStatus.CANCELLED]
+
+
+async def test_a_segment_that_checkpointed_as_the_plan_was_cancelled_is_not_continued(
+    center: MiniCenter,
+) -> None:
+    """The job ends (checkpointed, segment 0 of 3) before the cancel reaches the batch
+    system; its job.finished arrives after the plan was cancelled. Before the Scheduler
+    owned cancellation, this end submitted segment 1 of the cancelled plan."""
+    scheduler = await start_scheduler(center, behaving(run_s=45))
+    plan = make_plan("plan-race", dnn_spec(), segments=3)
+    first = await _running(center, scheduler, plan)
+    center.clock.advance(50)  # it completes on the cluster; the monitor has not looked yet
+
+    await center.publish(PlanCancelRequested(plan_id=plan.id, by="alice"), plan.id)
+    await center.settle()
+    await _advance(center, scheduler, 6)
+
+    final = await center.kb.get_plan(plan.id)
+    assert final.status is PlanStatus.CANCELLED
+    assert list(center.cluster._jobs) == [first]
+    # The ledger keeps the batch system's last word on the job.
+    assert [(s.job_id, s.state) for s in final.segments if s.job_id] == [(first, "completed")]
+    assert [f.status for f in await center.recorder.of(PlanFinished)] == [PlanStatus.CANCELLED]
+    assert [d.action for d in await center.recorder.of(ScheduleDecision)] == ["submit", "cancel"]
+
+
+async def test_a_plan_cancelled_before_its_approval_arrives_never_runs(
+    center: MiniCenter,
+) -> None:
+    """The Intelligence Plane approved it as the user cancelled it: the approval finds a
+    cancelled plan, submits nothing, and says the plan is over (the plane stops waiting)."""
+    scheduler = await start_scheduler(center, behaving(run_s=45))
+    plan = make_plan("plan-early", generic_spec(), partition="batch", walltime_s=120)
+    await center.kb.put_plan(plan)
+    await center.publish(PlanCancelRequested(plan_id=plan.id, by="bob"), plan.id)
+    await center.settle()
+    await center.publish(PlanApproved(plan=plan), plan.id)
+    await center.settle()
+    await _advance(center, scheduler, 2)
+
+    assert (await center.kb.get_plan(plan.id)).status is PlanStatus.CANCELLED
+    assert center.cluster._jobs == {}
+    finished = await center.recorder.of(PlanFinished)
+    assert {f.status for f in finished} == {PlanStatus.CANCELLED}
 
 
 @pytest.mark.slurm

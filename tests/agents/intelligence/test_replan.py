@@ -25,7 +25,6 @@ from agents.events import (
 )
 from agents.intelligence import PlaneContext, RuleGoalPlanner, open_checkpointer
 from agents.intelligence.replan import ReplanBounds, decide_replan, reestimate
-from agents.rescheduler import replan_history
 from knowledge_base.errors import NotFoundError
 from knowledge_base.records import CascadeSegment, Plan, PlanStatus
 from tests.agents.harness import (
@@ -135,8 +134,8 @@ async def test_a_job_2x_slower_than_estimated_is_replanned_and_finishes(tmp_path
     assert actions == ["submit", "replan", "resubmit", "complete"]
     assert len(out["submitted"]) == 2  # one replacement, nothing submitted twice
     # Every re-plan decision is in the plan's history and in the plane's thread.
-    [line] = replan_history(plan.reason)
-    assert line.startswith("re-plan 1: resubmit: ")
+    [revision] = plan.replans
+    assert (revision.revision, revision.action) == (1, "resubmit")
     assert any(entry.startswith("re-plan 1: resubmit") for entry in out["thread"]["log"])
     assert out["thread"]["status"] == "completed" and out["thread"]["replans"] == 1
 
@@ -159,7 +158,7 @@ async def test_a_job_within_tolerance_is_left_alone(tmp_path: Path) -> None:
     assert out["plan"].status is PlanStatus.COMPLETED
     assert out["asked"] == [] and out["decided"] == []
     assert [j.state.value for j in out["jobs"]] == ["completed"]
-    assert replan_history(out["plan"].reason) == []
+    assert out["plan"].replans == []
     assert [d.action for d in out["decisions"]] == ["submit", "complete"]
 
 
