@@ -4,8 +4,9 @@
 
 Loading the trace and compiling the core are not timed (the core is compiled, or loaded
 from numba's cache, once per process); each figure is the median of ``--repeats`` whole-
-trace replays. Targets (issue #10): EASY >= 500,000 jobs/s on SDSC-SP2, and never below
-100,000 jobs/s on any shared trace.
+trace replays. Targets (issues #10, #17): EASY >= 500,000 jobs/s on SDSC-SP2 (with the
+queue's order and with shortest-first backfilling), and never below 100,000 jobs/s on any
+shared trace.
 """
 
 from __future__ import annotations
@@ -21,10 +22,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simulations.replay import replay
+from simulations.replay import Estimate, Order, Policy, replay
 from simulations.workload import load_swf
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+RUNS: tuple[tuple[str, Policy, Estimate, Order], ...] = (
+    ("fcfs", "fcfs", "user", "fcfs"),
+    ("easy", "easy", "user", "fcfs"),
+    ("easy-sjbf", "easy", "user", "sjbf"),
+    ("easy++", "easy", "last2", "sjbf"),
+    ("conservative", "conservative", "user", "fcfs"),
+)
+"""(row name, policy, estimate, backfill order): EASY++ is last-2 estimates with SJBF."""
 
 
 def main() -> int:
@@ -40,15 +49,18 @@ def main() -> int:
         began = time.perf_counter()
         workload = load_swf(trace)
         load_s = time.perf_counter() - began
-        for policy in ("fcfs", "easy", "conservative"):
-            runs = [replay(workload, policy=policy) for _ in range(args.repeats)]
+        for name, policy, estimate, order in RUNS:
+            runs = [
+                replay(workload, policy=policy, estimate=estimate, order=order)
+                for _ in range(args.repeats)
+            ]
             rates = [r.result.jobs_per_s for r in runs]
             rows.append(
                 {
                     "trace": trace.name.split("-cln")[0].removesuffix(".swf.gz"),
                     "jobs": workload.jobs,
                     "procs": workload.machine_procs,
-                    "policy": policy,
+                    "policy": name,
                     "jobs_per_s": statistics.median(rates),
                     "seconds": statistics.median(r.result.seconds for r in runs),
                     "mean_bsld": runs[0].result.mean_bsld,

@@ -43,9 +43,24 @@ from numba import njit
 
 from knowledge_base.errors import InvalidInputError
 
-__all__ = ["CONSERVATIVE", "EASY", "FCFS", "SCORE_FEATURES", "Scorer", "simulate_arrays", "warm_up"]
+__all__ = [
+    "ARRIVAL",
+    "CONSERVATIVE",
+    "EASY",
+    "FCFS",
+    "SCORE_FEATURES",
+    "SHORTEST",
+    "SMALLEST_AREA",
+    "Distribution",
+    "Scorer",
+    "simulate_arrays",
+    "warm_up",
+]
 
 FCFS, EASY, CONSERVATIVE = 0, 1, 2
+ARRIVAL, SHORTEST, SMALLEST_AREA = 0, 1, 2
+"""EASY's backfill orders: queue order, shortest estimate first (SJBF), smallest
+estimate x processors first."""
 _INF = np.int64(2**62)
 
 SCORE_FEATURES = ("log_wait", "log_request", "log_procs", "fits_now")
@@ -56,13 +71,64 @@ Scorer = tuple[np.ndarray, np.ndarray, np.ndarray, float]
 
 _NO_SCORER: Scorer = (np.zeros((len(SCORE_FEATURES), 1)), np.zeros(1), np.zeros(1), 0.0)
 
+Distribution = tuple[np.ndarray, np.ndarray, float]
+"""Each job's run-time distribution for corrections: (run times ascending, n x K, in s;
+P(run <= each), n x K, non-decreasing; the conditional quantile to pick)."""
+
+_NO_DISTRIBUTION: Distribution = (
+    np.zeros((1, 1), dtype=np.int64),
+    np.ones((1, 1), dtype=np.float64),
+    0.5,
+)
+
 
 @njit(cache=True)
-def _estimated_end(j: int, t: int, start: Any, est: Any, req: Any) -> int:
-    """When a running job is believed to end; raised to its request once outlived."""
+def _next_estimate(
+    j: int, elapsed: int, req: Any, dist_s: Any, dist_cover: Any, alpha: float
+) -> int:
+    """A running job outlived its estimate: the next one from its conditional distribution.
+
+    ``dist_s[j]`` holds run times ascending and ``dist_cover[j]`` P(run <= each), non-
+    decreasing. Knowing run > ``elapsed``, P(run <= c | run > elapsed) is
+    (cover(c) - cover(elapsed)) / (1 - cover(elapsed)); the next estimate is the smallest
+    c past ``elapsed`` where that reaches ``alpha``, else the request (the kill time)."""
+    k_count = dist_s.shape[1]
+    below = 0.0
+    for k in range(k_count):
+        if dist_s[j, k] <= elapsed:
+            below = dist_cover[j, k]
+    left = 1.0 - below
+    for k in range(k_count):
+        value = dist_s[j, k]
+        if value <= elapsed or value >= req[j]:
+            continue
+        if left <= 0.0 or (dist_cover[j, k] - below) >= alpha * left:
+            return value
+    return req[j]
+
+
+@njit(cache=True)
+def _estimated_end(
+    j: int,
+    t: int,
+    start: Any,
+    est: Any,
+    req: Any,
+    dist_s: Any,
+    dist_cover: Any,
+    alpha: float,
+    conditional: bool,
+) -> int:
+    """When a running job is believed to end. Once outlived, its estimate is raised (and
+    kept raised): to the request, or with ``conditional`` to the next estimate from its
+    run-time distribution."""
     guess = start[j] + est[j]
     if guess <= t:
-        return start[j] + req[j]
+        if conditional:
+            est[j] = _next_estimate(j, t - start[j], req, dist_s, dist_cover, alpha)
+        else:
+            est[j] = req[j]
+        return start[j] + est[j]
     return guess
 
 
@@ -82,13 +148,26 @@ def _start_job(
 
 @njit(cache=True)
 def _easy_shadow(
-    t: int, head_procs: int, free: int, running: Any, start: Any, est: Any, req: Any, procs: Any
+    t: int,
+    head_procs: int,
+    free: int,
+    running: Any,
+    start: Any,
+    est: Any,
+    req: Any,
+    procs: Any,
+    dist_s: Any,
+    dist_cover: Any,
+    alpha: float,
+    conditional: bool,
 ) -> tuple[int, int]:
     """The head's reservation (shadow time) and the processors spare at that time."""
     n_running = len(running)
     ends = np.empty(n_running, dtype=np.int64)
     for k in range(n_running):
-        ends[k] = _estimated_end(running[k], t, start, est, req)
+        ends[k] = _estimated_end(
+            running[k], t, start, est, req, dist_s, dist_cover, alpha, conditional
+        )
     order = np.argsort(ends)
     available = free
     for i in range(n_running):
@@ -192,6 +271,11 @@ def _simulate(
     n_users: int,
     scorer: Any,
     scored: bool,
+    order_kind: int,
+    dist_s: Any,
+    dist_cover: Any,
+    alpha: float,
+    conditional: bool,
 ) -> tuple[Any, Any, Any, Any]:
     n = submit.shape[0]
     start = np.full(n, -1, dtype=np.int64)
@@ -254,7 +338,9 @@ def _simulate(
             profile_free[0] = free
             ends = np.empty(len(running), dtype=np.int64)
             for k in range(len(running)):
-                ends[k] = _estimated_end(running[k], t, start, est, req)
+                ends[k] = _estimated_end(
+                    running[k], t, start, est, req, dist_s, dist_cover, alpha, conditional
+                )
             order = np.argsort(ends)
             for k in order:
                 when = ends[k]
@@ -292,25 +378,77 @@ def _simulate(
             continue
 
         head = queue[0]
-        shadow, extra = _easy_shadow(t, procs[head], free, running, start, est, req, procs)
+        shadow, extra = _easy_shadow(
+            t,
+            procs[head],
+            free,
+            running,
+            start,
+            est,
+            req,
+            procs,
+            dist_s,
+            dist_cover,
+            alpha,
+            conditional,
+        )
         if head_reservation[head] < 0:
             head_reservation[head] = shadow
-        idx = 1
-        while idx < len(queue) and free > 0:
-            j = queue[idx]
+        if order_kind == ARRIVAL:
+            idx = 1
+            while idx < len(queue) and free > 0:
+                j = queue[idx]
+                if procs[j] <= free:
+                    if t + est[j] <= shadow:
+                        _start_job(j, t, run, req, start, end, killed, heap, running)
+                        free -= procs[j]
+                        queue.pop(idx)
+                        continue
+                    if procs[j] <= extra:
+                        _start_job(j, t, run, req, start, end, killed, heap, running)
+                        free -= procs[j]
+                        extra -= procs[j]
+                        queue.pop(idx)
+                        continue
+                idx += 1
+            continue
+        # Shortest (estimated) first, or smallest area first: try the candidates that
+        # fit now in that order; the head keeps its place and its reservation.
+        count = 0
+        for k in range(1, len(queue)):
+            if procs[queue[k]] <= free:
+                count += 1
+        if count == 0:
+            continue
+        picked = np.empty(count, dtype=np.int64)
+        keys = np.empty(count, dtype=np.int64)
+        count = 0
+        for k in range(1, len(queue)):
+            j = queue[k]
             if procs[j] <= free:
-                if t + est[j] <= shadow:
-                    _start_job(j, t, run, req, start, end, killed, heap, running)
-                    free -= procs[j]
-                    queue.pop(idx)
-                    continue
-                if procs[j] <= extra:
-                    _start_job(j, t, run, req, start, end, killed, heap, running)
-                    free -= procs[j]
-                    extra -= procs[j]
-                    queue.pop(idx)
-                    continue
-            idx += 1
+                picked[count] = k
+                keys[count] = est[j] if order_kind == SHORTEST else est[j] * procs[j]
+                count += 1
+        chosen = np.zeros(count, dtype=np.bool_)
+        for m in np.argsort(keys, kind="mergesort"):
+            if free == 0:
+                break
+            j = queue[picked[m]]
+            if procs[j] > free:
+                continue
+            if t + est[j] <= shadow:
+                _start_job(j, t, run, req, start, end, killed, heap, running)
+                free -= procs[j]
+                chosen[m] = True
+            elif procs[j] <= extra:
+                _start_job(j, t, run, req, start, end, killed, heap, running)
+                free -= procs[j]
+                extra -= procs[j]
+                chosen[m] = True
+        # Drop the started jobs from the queue, keeping the others in arrival order.
+        for m in range(count - 1, -1, -1):
+            if chosen[m]:
+                queue.pop(picked[m])
     return start, end, killed, head_reservation
 
 
@@ -323,10 +461,27 @@ def warm_up() -> None:
     if not _warm:
         one = np.ones(2, dtype=np.int64)
         zero = np.zeros(2, dtype=np.int64)
-        _simulate(zero, one, one, one, one.copy(), -one, 1, EASY, True, 1, _NO_SCORER, False)
-        _simulate(
-            zero, one, one, one, one.copy(), -one, 1, CONSERVATIVE, False, 1, _NO_SCORER, False
-        )
+        values, cover, alpha = _NO_DISTRIBUTION
+        for policy, order in ((EASY, ARRIVAL), (EASY, SHORTEST), (CONSERVATIVE, ARRIVAL)):
+            _simulate(
+                zero,
+                one,
+                one,
+                one,
+                one.copy(),
+                -one,
+                1,
+                policy,
+                policy == EASY,
+                1,
+                _NO_SCORER,
+                False,
+                order,
+                values,
+                cover,
+                alpha,
+                False,
+            )
         _warm = True
 
 
@@ -342,18 +497,32 @@ def simulate_arrays(
     policy: int,
     last2: bool,
     scorer: Scorer | None = None,
+    order: int = ARRIVAL,
+    distribution: Distribution | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, killed, first reservation) per job; inputs must be sorted by submit.
 
-    ``scorer`` orders the FCFS or EASY queue by score instead of arrival."""
+    ``scorer`` orders the FCFS or EASY queue by score instead of arrival. ``order`` is the
+    order EASY tries backfill candidates in (``ARRIVAL``, ``SHORTEST``, ``SMALLEST_AREA``).
+    ``distribution`` (one row per job) corrects an outlived estimate from the job's
+    conditional distribution instead of raising it to the request."""
     if scorer is not None and policy == CONSERVATIVE:
         raise InvalidInputError(
             "a scorer orders the fcfs or easy queue; conservative places jobs in arrival order",
             field="policy",
             value="conservative",
         )
+    if order not in (ARRIVAL, SHORTEST, SMALLEST_AREA):
+        raise InvalidInputError("unknown backfill order", field="order", value=order)
+    if distribution is not None and distribution[0].shape[0] != submit_s.shape[0]:
+        raise InvalidInputError(
+            "the run-time distribution needs one row per job",
+            field="distribution",
+            value=distribution[0].shape,
+        )
     n_users = int(user.max()) + 1 if user.size else 1
     w1, b1, w2, b2 = _NO_SCORER if scorer is None else scorer
+    values, cover, alpha = _NO_DISTRIBUTION if distribution is None else distribution
     result: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = _simulate(
         submit_s.astype(np.int64),
         run_s.astype(np.int64),
@@ -372,5 +541,10 @@ def simulate_arrays(
             float(b2),
         ),
         scorer is not None,
+        int(order),
+        np.ascontiguousarray(values, dtype=np.int64),
+        np.ascontiguousarray(cover, dtype=np.float64),
+        float(alpha),
+        distribution is not None,
     )
     return result

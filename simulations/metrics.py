@@ -26,12 +26,18 @@ class SimulationResult(BaseModel):
     jobs_per_s: float
     policy: str
     estimate: str
+    order: str = Field(default="fcfs", description="EASY's backfill order")
+    corrected: bool = Field(
+        default=False, description="Outlived estimates corrected from a distribution"
+    )
+    oracle: bool = Field(default=False, description="The estimate knew every run time: a bound")
     trace: str
     machine_procs: int
     p50_wait_s: float
     p90_wait_s: float
     p99_wait_s: float
     max_bsld: float
+    p99_bsld: float = 0.0
     makespan_s: int
     resubmissions: int = 0
     dropped_by_reason: dict[str, int] = Field(default_factory=dict)
@@ -63,6 +69,7 @@ def summarize(
         "p90_wait_s": float(np.percentile(wait, 90)),
         "p99_wait_s": float(np.percentile(wait, 99)),
         "mean_bsld": float(bsld.mean()),
+        "p99_bsld": float(np.percentile(bsld, 99)),
         "max_bsld": float(bsld.max()),
         "utilization": float((ran * procs).sum() / (machine_procs * makespan)),
         "makespan_s": makespan,

@@ -8,15 +8,29 @@ from typing import Literal
 import numpy as np
 
 from knowledge_base.errors import InvalidInputError
-from simulations.engine import CONSERVATIVE, EASY, FCFS, simulate_arrays, warm_up
+from simulations.engine import (
+    ARRIVAL,
+    CONSERVATIVE,
+    EASY,
+    FCFS,
+    SHORTEST,
+    SMALLEST_AREA,
+    Distribution,
+    simulate_arrays,
+    warm_up,
+)
 from simulations.metrics import SimulationResult, summarize
 from simulations.workload import Workload
 
-__all__ = ["Estimate", "Policy", "Schedule", "replay"]
+__all__ = ["ORACLE_ESTIMATES", "Estimate", "Order", "Policy", "Schedule", "replay"]
 
 Policy = Literal["fcfs", "easy", "conservative"]
-Estimate = Literal["user", "last2", "model"]
+Estimate = Literal["user", "last2", "model", "exact"]
+Order = Literal["fcfs", "sjbf", "saf"]
 _POLICIES = {"fcfs": FCFS, "easy": EASY, "conservative": CONSERVATIVE}
+_ORDERS = {"fcfs": ARRIVAL, "sjbf": SHORTEST, "saf": SMALLEST_AREA}
+ORACLE_ESTIMATES = frozenset({"exact"})
+"""Estimates that know what no scheduler can (every job's run time): bounds, not policies."""
 
 
 class Schedule:
@@ -50,11 +64,25 @@ def replay(
     policy: Policy = "easy",
     estimate: Estimate = "user",
     model_estimates_s: np.ndarray | None = None,
+    order: Order = "fcfs",
+    distribution: Distribution | None = None,
+    label: str | None = None,
 ) -> Schedule:
-    """Simulate ``workload``; ``model`` needs one estimate per job (e.g. history p50)."""
+    """Simulate ``workload``; ``model`` needs one estimate per job (e.g. history p50).
+
+    ``order`` is the order EASY tries backfill candidates in: ``fcfs`` (queue order),
+    ``sjbf`` (shortest estimate first, as EASY++), ``saf`` (smallest estimate x processors
+    first). ``distribution`` corrects an outlived estimate from the job's conditional
+    run-time distribution (else it is raised to the request). ``exact`` estimates are the
+    run times themselves (capped at the request): an oracle, a bound for the others.
+    ``label`` names the policy in the result (e.g. ``rightsize``)."""
     if policy not in _POLICIES:
         raise InvalidInputError(
             f"unknown policy; use one of {sorted(_POLICIES)}", field="policy", value=policy
+        )
+    if order not in _ORDERS:
+        raise InvalidInputError(
+            f"unknown backfill order; use one of {sorted(_ORDERS)}", field="order", value=order
         )
     if estimate == "model":
         if model_estimates_s is None or model_estimates_s.shape != workload.submit_s.shape:
@@ -66,9 +94,11 @@ def replay(
         est = np.minimum(np.maximum(model_estimates_s.astype(np.int64), 1), workload.req_s)
     elif estimate in ("user", "last2"):
         est = workload.req_s.copy()
+    elif estimate == "exact":
+        est = np.minimum(workload.run_s, workload.req_s)
     else:
         raise InvalidInputError(
-            "unknown estimate; use user, last2 or model", field="estimate", value=estimate
+            "unknown estimate; use user, last2, model or exact", field="estimate", value=estimate
         )
     warm_up()
     began = time.perf_counter()
@@ -82,6 +112,8 @@ def replay(
         machine_procs=workload.machine_procs,
         policy=_POLICIES[policy],
         last2=estimate == "last2",
+        order=_ORDERS[order],
+        distribution=distribution,
     )
     seconds = time.perf_counter() - began
     figures = summarize(
@@ -97,8 +129,11 @@ def replay(
         dropped=sum(workload.dropped.values()),
         seconds=seconds,
         jobs_per_s=workload.jobs / seconds if seconds > 0 else float("inf"),
-        policy=policy,
+        policy=label or policy,
         estimate=estimate,
+        order=order,
+        corrected=distribution is not None,
+        oracle=estimate in ORACLE_ESTIMATES,
         trace=workload.name,
         machine_procs=workload.machine_procs,
         dropped_by_reason=dict(workload.dropped),

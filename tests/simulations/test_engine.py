@@ -10,7 +10,7 @@ import pytest
 
 from knowledge_base.errors import InvalidInputError
 from simulations.engine import CONSERVATIVE, SCORE_FEATURES, simulate_arrays
-from simulations.replay import Policy, replay
+from simulations.replay import Estimate, Order, Policy, replay
 from simulations.workload import Workload, load_swf
 
 
@@ -33,7 +33,8 @@ def _workload(
 
 
 def _starts(workload: Workload, policy: Policy, **kwargs: object) -> list[int]:
-    return replay(workload, policy=policy, **kwargs).start_s.tolist()  # type: ignore[arg-type]
+    starts: list[int] = replay(workload, policy=policy, **kwargs).start_s.tolist()  # type: ignore[arg-type]
+    return starts
 
 
 def test_easy_backfills_a_short_job_that_ends_before_the_heads_reservation() -> None:
@@ -85,6 +86,60 @@ def test_last2_predicts_from_the_users_last_two_finished_jobs() -> None:
     assert _starts(w, "easy", estimate="last2")[5] == 62
 
 
+def test_sjbf_backfills_the_shortest_candidate_where_fcfs_takes_the_first() -> None:
+    # J1 holds 6 of 10 until 100; the head J2 (8) waits for it. J3 (4 procs, 90 s) and
+    # J4 (4 procs, 20 s) arrive together and both end before the reservation, but only
+    # one fits: queue order starts J3, shortest-first J4 (then J3 would end after 100).
+    w = _workload([(0, 6, 100, 100), (1, 8, 50, 50), (2, 4, 90, 90), (2, 4, 20, 20)])
+    assert _starts(w, "easy") == [0, 100, 2, 150]
+    assert _starts(w, "easy", order="sjbf") == [0, 100, 150, 2]
+
+
+def test_saf_orders_candidates_by_estimate_times_processors() -> None:
+    # J3 (1 proc, 90 s: area 90) and J4 (4 procs, 30 s: area 120) cannot start together
+    # (4 free): smallest area first starts J3, shortest first J4 (J3 then backfills at 32
+    # on the 2 processors spare at the head's reservation).
+    w = _workload([(0, 6, 100, 100), (1, 8, 50, 50), (2, 1, 90, 90), (2, 4, 30, 30)])
+    assert _starts(w, "easy", order="saf") == [0, 100, 2, 150]
+    assert _starts(w, "easy", order="sjbf") == [0, 100, 32, 2]
+    with pytest.raises(InvalidInputError, match="backfill order"):
+        replay(w, policy="easy", order="lifo")  # type: ignore[arg-type]
+
+
+def test_exact_estimates_are_the_run_times_and_say_they_are_an_oracle() -> None:
+    # J3 asks for 1000 s but runs 30: with its run time known it backfills at once.
+    w = _workload([(0, 6, 100, 100), (1, 8, 50, 50), (2, 4, 30, 1000)])
+    assert _starts(w, "easy", estimate="user") == [0, 100, 150]
+    schedule = replay(w, policy="easy", estimate="exact")
+    assert schedule.start_s.tolist() == [0, 100, 2]
+    assert schedule.result.oracle and not replay(w, policy="easy").result.oracle
+
+
+def test_an_outlived_estimate_moves_to_the_next_conditional_quantile_not_the_request() -> None:
+    # J1 (6 procs) is estimated at 50 s, asks 1000, runs 100. When J3 arrives at 60 J1 has
+    # outlived its estimate. Raised to its request, the head J2 (8) is reserved at 1000
+    # and J3 (4 procs, 100 s) backfills at 60, delaying J2 to 160. From J1's distribution
+    # (50 s: 0.5, 120 s: 0.9, 1000 s: 1), the median of what is left past 60 s is 120 s:
+    # J2 is reserved at 120, J3 would end after that, so it waits.
+    w = _workload([(0, 6, 100, 1000), (1, 8, 50, 50), (60, 4, 100, 100)])
+    estimates = np.array([50, 50, 100])
+    values = np.array([[50, 120, 1000], [50, 50, 50], [100, 100, 100]])
+    cover = np.array([[0.5, 0.9, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    raised = replay(w, policy="easy", estimate="model", model_estimates_s=estimates)
+    assert raised.start_s.tolist() == [0, 160, 60]
+    corrected = replay(
+        w,
+        policy="easy",
+        estimate="model",
+        model_estimates_s=estimates,
+        distribution=(values, cover, 0.5),
+    )
+    assert corrected.start_s.tolist() == [0, 100, 150]
+    assert corrected.result.corrected
+    # Kill times stay the requests: every job ran its own run time.
+    assert (corrected.end_s - corrected.start_s).tolist() == [100, 50, 100]
+
+
 def _in_use_never_exceeds(
     start: np.ndarray, end: np.ndarray, procs: np.ndarray, machine: int
 ) -> bool:
@@ -99,9 +154,20 @@ def kth(shared_data: Path) -> Workload:
     return load_swf(shared_data / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz")
 
 
-@pytest.mark.parametrize("policy", ["fcfs", "easy", "conservative"])
-def test_whole_trace_invariants_hold(kth: Workload, policy: Policy) -> None:
-    schedule = replay(kth, policy=policy)
+@pytest.mark.parametrize(
+    ("policy", "order", "estimate"),
+    [
+        ("fcfs", "fcfs", "user"),
+        ("easy", "fcfs", "user"),
+        ("conservative", "fcfs", "user"),
+        ("easy", "sjbf", "last2"),
+        ("easy", "saf", "exact"),
+    ],
+)
+def test_whole_trace_invariants_hold(
+    kth: Workload, policy: Policy, order: Order, estimate: Estimate
+) -> None:
+    schedule = replay(kth, policy=policy, order=order, estimate=estimate)
     assert (schedule.start_s >= kth.submit_s).all(), "a job started before it was submitted"
     assert _in_use_never_exceeds(schedule.start_s, schedule.end_s, kth.procs, kth.machine_procs)
     assert (schedule.end_s - schedule.start_s == np.minimum(kth.run_s, kth.req_s)).all()

@@ -110,6 +110,7 @@ __all__ = [
     "allowance_s",
     "fit_snapshot",
     "predict_rows",
+    "runtime_distribution",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -414,6 +415,39 @@ def predict_rows(model: QuantileModel | None, rows: NDArray[np.floating]) -> Pre
         memory_p50_kb_per_proc=mem_p50,
         memory_safe_kb_per_proc=mem_safe,
     )
+
+
+def runtime_distribution(
+    model: QuantileModel | None, rows: NDArray[np.floating]
+) -> tuple[FloatArray, FloatArray]:
+    """Each row's run-time distribution as the candidate model sees it, for scheduling.
+
+    (run times in s, ascending, one column per candidate; P(run <= each), non-decreasing):
+    every candidate of ``CANDIDATES`` and ``SAFE_CANDIDATES`` with its predicted coverage,
+    sorted by value, the coverage made monotone (a running maximum: a longer run time
+    covers at least what a shorter one does). A scheduler picks its estimate as a quantile
+    of it and, when a job outlives that, the next one from the conditional distribution.
+    Before the first model: the EASY++ estimate at one half and the request at one.
+    """
+    values = np.asarray(rows, dtype=np.float64)
+    if model is None:
+        cap_log = _cap_log(values, 0.0)
+        estimate_log = _base_log(values, cap_log)
+        request_log = np.maximum(
+            _fill(values[:, _REQ_TIME], estimate_log + math.log(4.0)), estimate_log
+        )
+        logs = np.stack([estimate_log, request_log], axis=1)
+        coverage = np.tile(np.array([0.5, 1.0]), (len(values), 1))
+    else:
+        candidates = _candidates(values, model.grace_s, model.safe_grace_s)
+        _, coverage = _scores(model, candidates)
+        logs = candidates.values
+    order = np.argsort(logs, axis=1, kind="stable")
+    sorted_logs = np.take_along_axis(logs, order, axis=1)
+    sorted_cover = np.maximum.accumulate(
+        np.clip(np.take_along_axis(coverage, order, axis=1), 0.0, 1.0), axis=1
+    )
+    return np.exp(sorted_logs), sorted_cover
 
 
 class _Buffer:
