@@ -1,7 +1,8 @@
 """Watching submitted jobs and telling the bus: state changes, progress, finished jobs.
 
 The Scheduler hands each job it submits to a ``JobMonitor``. Every poll asks the
-executor for the job's status and the tail of its output, lets the pure
+executor for the status of every watched job in one call (``Executor.statuses``: one
+``squeue`` on SLURM) and for each job the tail of its output, lets the pure
 ``tools.actuators.monitor.observe`` say what changed, and publishes:
 
 - ``job.state_changed`` on every state change (first sight included),
@@ -19,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from agents.bus.base import Bus, Message
 from agents.events import Envelope, JobFinished, JobProgress, JobStateChanged, event_id_for
@@ -27,21 +27,12 @@ from agents.topics import topic_for
 from knowledge_base.errors import RightsizeError
 from knowledge_base.records import JobState
 from tools.actuators.base import Executor
-from tools.actuators.model import JobNotFound, JobStatus
+from tools.actuators.model import JobStatus
 from tools.actuators.monitor import Progress, observe, parse_progress
-from tools.actuators.simulated import SimulatedCluster
 
-__all__ = ["JobMonitor", "Watched", "executor_time"]
+__all__ = ["JobMonitor", "Watched"]
 
 log = logging.getLogger(__name__)
-
-
-def executor_time(executor: Executor) -> datetime:
-    """The executor's present: a simulated cluster keeps its own clock, every other
-    executor runs on the wall clock."""
-    if isinstance(executor, SimulatedCluster):
-        return executor.clock.now()
-    return datetime.now(UTC)
 
 
 @dataclass
@@ -74,17 +65,28 @@ class JobMonitor:
     async def poll_once(self) -> list[Envelope]:
         """Look at every watched job once; returns (and publishes) the events it made."""
         events: list[Envelope] = []
+        if not self._jobs:
+            return events
+        try:  # one look at every watched job (one squeue on SLURM), not one per job
+            statuses = await self.executor.statuses(list(self._jobs))
+        except RightsizeError as exc:
+            if not exc.transient:
+                raise
+            log.warning("%s: job states unavailable, will retry: %s", self.system, exc)
+            return events
         for job in list(self._jobs.values()):
-            try:
-                events.extend(await self._look(job))
-            except JobNotFound:
+            status = statuses.get(job.job_id)
+            if status is None:
                 events.append(self._state_event(job, _unknown(job.job_id), "no longer known"))
                 del self._jobs[job.job_id]
+                continue
+            try:
+                events.extend(await self._look(job, status))
             except RightsizeError as exc:
                 if not exc.transient:
                     raise
                 log.warning(
-                    "job %s/%s: status unavailable, will retry: %s", self.system, job.job_id, exc
+                    "job %s/%s: output unavailable, will retry: %s", self.system, job.job_id, exc
                 )
         if events:
             await self.bus.publish_many([Message.of(topic_for(e.type), e) for e in events])
@@ -99,8 +101,7 @@ class JobMonitor:
             except TimeoutError:
                 continue
 
-    async def _look(self, job: Watched) -> list[Envelope]:
-        status = await self.executor.status(job.job_id)
+    async def _look(self, job: Watched, status: JobStatus) -> list[Envelope]:
         progress = parse_progress(await self.executor.output_tail(job.job_id)) or job.progress
         seen = observe(job.last, status, job.progress, progress)
         job.last, job.progress = status, progress
@@ -124,7 +125,7 @@ class JobMonitor:
             source=self.source,
             correlation_id=job.plan_id or f"{self.system}/{job.job_id}",
             id=event_id_for(self.system, job.job_id, *what),
-            time=executor_time(self.executor),
+            time=self.executor.now(),
         )
 
     def _state_event(

@@ -3,7 +3,7 @@
 Senses ``plan.build_requested`` (the Intelligence Plane has estimates and wants plans)
 and ``plan.replan_requested`` (the Scheduler saw a running plan fall behind its
 estimate). Sense adds what planning needs from outside: the catalog (knowledge base),
-the queue now (each system's executor: ``squeue``/``sinfo`` on SLURM) and the time.
+the queue now (each system's executor's ``cluster_state()``) and the time.
 Decide runs the planner exactly as ``rightsize plan`` does (``tools.planning.selector.plan``:
 what-if over the catalog, plan builder, budget/deadline, objective), with the estimates
 it was given behind the planner's estimator seam (``FixedEstimates``), and answers
@@ -17,7 +17,6 @@ hardware, so that a partition with idle nodes now can win over a busy one.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +26,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.events import Envelope, PlanBuildRequested, PlanOptionsReady, PlanReplanRequested
-from agents.monitor import executor_time
 from agents.runtime import Action, Agent, Emit, Observation
 from agents.topics import PLANS
 from knowledge_base.catalog import Catalog
@@ -36,11 +34,10 @@ from knowledge_base.records import Interval, Plan, ResourceEstimate
 from knowledge_base.store import KnowledgeBase
 from knowledge_base.workload import DNNTraining, WorkloadSpec
 from tools.actuators.base import Executor
-from tools.actuators.slurm import SlurmExecutor
 from tools.planning.builder import PlanningConfig
 from tools.planning.cost import DollarRates
 from tools.planning.estimation import Candidate, NoEstimate, Workload
-from tools.planning.queue import QueueModel, QueueSnapshot, snapshot_from_slurm
+from tools.planning.queue import QueueModel, QueueSnapshot, live_snapshot
 from tools.planning.results import PlannedOption
 from tools.planning.selector import Selection, plan
 
@@ -209,18 +206,9 @@ class Optimization(Agent[OptimizationObservation]):
             if executor is None:
                 continue
             try:
-                system = catalog.system(name)
-                now = executor_time(executor)  # the queue's jobs started on its clock
-                entries = await executor.queue()
-                if isinstance(executor, SlurmExecutor):
-                    sinfo = await asyncio.to_thread(executor.commands.run, ["sinfo", "--json"])
-                    snapshots.append(snapshot_from_slurm(system, entries, sinfo, taken_at=now))
-                else:
-                    snapshots.append(
-                        QueueSnapshot(
-                            system=name, taken_at=now, source=executor.backend, jobs=entries
-                        )
-                    )
+                catalog.system(name)
+                # Taken on the executor's clock: the queue's jobs started on it.
+                snapshots.append(await live_snapshot(executor, name))
             except (RightsizeError, NotFoundError):
                 continue  # no queue information: planning says the wait is unknown
         return snapshots

@@ -91,8 +91,6 @@ from knowledge_base.workload import DNNTraining
 from tools.actuators.base import Executor
 from tools.actuators.model import JobRequest, SimulatedWork
 from tools.actuators.monitor import Progress, parse_progress
-from tools.actuators.simulated import SimulatedCluster
-from tools.actuators.slurm import SlurmExecutor
 from tools.planning.builder import job_request
 from tools.planning.render import command_for
 
@@ -465,7 +463,7 @@ class Scheduler(Agent[SchedulerObservation]):
         if entry is None or executor is None or _own_clock(executor, payload.unit):
             return None
         # The executor's clock: a simulated cluster's time is not the wall clock.
-        now = executor.clock.now() if isinstance(executor, SimulatedCluster) else event.time
+        now = executor.now()
         # Pace is judged from the first progress line seen, not from the job's start, so
         # start-up (interpreter, imports, loading a checkpoint) does not count as slowness.
         first, first_at = self._first_seen.setdefault(payload.job_id, (payload.fraction, now))
@@ -856,8 +854,8 @@ class Scheduler(Agent[SchedulerObservation]):
             if plan.status.ended:  # cancelled between the read and the intent
                 return []
         else:  # an intent without a job id: submitted before a crash, or not?
-            job_id = await _find_by_name(
-                executor, job_name(plan, action.segment_index, action.attempt)
+            job_id = await executor.find_by_name(
+                job_name(plan, action.segment_index, action.attempt)
             )
         if job_id is None:
             job_id = await executor.submit(self._request(plan, action))
@@ -1136,7 +1134,7 @@ class Scheduler(Agent[SchedulerObservation]):
         executor = self.executors[plan.option.system]
         attempt = sum(1 for s in submitted(plan) if s.index == segment.index and s is not segment)
         name = job_name(plan, segment.index, attempt + 1)
-        found = await _find_by_name(executor, name)
+        found = await executor.find_by_name(name)
 
         def settle(stored: Plan) -> Plan | None:
             segments = []
@@ -1224,20 +1222,6 @@ def _application(plan: Plan) -> str:
     """What history learns a job as: the application (or model), not the job's unique name."""
     workload = plan.spec.workload
     return workload.model if isinstance(workload, DNNTraining) else workload.application
-
-
-async def _find_by_name(executor: Executor, name: str) -> str | None:
-    """The id of a job named ``name`` the batch system knows (queued or finished)."""
-    for record in await executor.finished_jobs():
-        if record.application == name:
-            return record.job_id
-    if isinstance(executor, SlurmExecutor):
-        text = await asyncio.to_thread(
-            executor.commands.run, ["squeue", "--noheader", "--name", name, "--format", "%i"]
-        )
-        ids = [line.strip() for line in text.splitlines() if line.strip()]
-        return ids[0] if ids else None
-    return None
 
 
 async def _poll_forever(monitor: JobMonitor, interval_s: float, stop: asyncio.Event) -> None:

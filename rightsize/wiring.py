@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Literal
 
 from knowledge_base.catalog import System
 from knowledge_base.errors import InvalidInputError
-from knowledge_base.importers.slurm import SlurmCommandError, SlurmCommands
 from knowledge_base.open import open_knowledge_base
 from knowledge_base.seed import load_seed_catalog
 from knowledge_base.store import KnowledgeBase
@@ -16,9 +16,25 @@ from rightsize.settings import Settings
 from tools.actuators.base import Executor
 from tools.actuators.simulated import SimulatedCluster, WallClock
 from tools.actuators.slurm import SlurmExecutor
+from tools.actuators.slurm_commands import SlurmCommandError, SlurmCommands
 from tools.actuators.tapis import TapisCredentials, TapisExecutor
 
-__all__ = ["knowledge_base", "open_executor", "slurm_answers"]
+__all__ = [
+    "AUTO_FELL_BACK",
+    "ExecutorKind",
+    "knowledge_base",
+    "open_executor",
+    "resolve_executor",
+    "slurm_answers",
+]
+
+ExecutorKind = Literal["slurm", "tapis", "simulated"]
+
+AUTO_FELL_BACK = (
+    "executor auto: no SLURM controller answered `sinfo`, so jobs go to the SIMULATED "
+    "cluster and never run on a real batch system; set RIGHTSIZE_EXECUTOR=slurm (or tapis) "
+    "to require one, or RIGHTSIZE_EXECUTOR=simulated to choose it on purpose"
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +63,34 @@ def slurm_answers(commands: SlurmCommands | None = None) -> bool:
     return True
 
 
-def open_executor(settings: Settings, system: System | None = None) -> Executor:
-    """The executor the settings name; ``auto`` is the local SLURM if it answers."""
+def resolve_executor(settings: Settings, commands: SlurmCommands | None = None) -> ExecutorKind:
+    """The executor kind the settings name; what ``auto`` stands for, said out loud.
+
+    A center (agents on a shared Kafka bus) must name its executor: ``auto`` there is an
+    error, because a SLURM controller that hiccups at start would otherwise make the
+    center "run" jobs on the simulated cluster that never run anywhere. The embedded
+    default may still choose, and a fall-back to the simulated cluster is a WARNING.
+    """
     kind = settings.executor
-    if kind == "auto":
-        kind = "slurm" if slurm_answers() else "simulated"
-        log.info("executor: %s (auto)", kind)
+    if kind != "auto":
+        return kind
+    if settings.kafka_bootstrap:
+        raise InvalidInputError(
+            "a center run (RIGHTSIZE_KAFKA_BOOTSTRAP is set) must name its executor: set "
+            "RIGHTSIZE_EXECUTOR to slurm, tapis or simulated",
+            field="executor",
+            value=kind,
+        )
+    if slurm_answers(commands):
+        log.info("executor auto: the local SLURM answers; jobs go to it")
+        return "slurm"
+    log.warning(AUTO_FELL_BACK)
+    return "simulated"
+
+
+def open_executor(settings: Settings, system: System | None = None) -> Executor:
+    """The executor the settings name (``auto``: see ``resolve_executor``)."""
+    kind = resolve_executor(settings)
     if kind == "slurm":
         return SlurmExecutor(system=system)
     if kind == "tapis":

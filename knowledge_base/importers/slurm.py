@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -29,8 +28,7 @@ from knowledge_base.importers._errors import invalid
 from knowledge_base.units import parse_duration_s
 
 __all__ = [
-    "SlurmCommandError",
-    "SlurmCommands",
+    "CommandRunner",
     "SlurmNode",
     "SlurmPartition",
     "import_slurm_system",
@@ -45,44 +43,13 @@ UNLIMITED_MINUTES = 366 * 24 * 60
 """What a MaxTime=UNLIMITED partition is recorded as (the catalog needs a number)."""
 
 
-class SlurmCommandError(RightsizeError):
-    """A SLURM command failed or could not run; transient when it timed out."""
+class CommandRunner(Protocol):
+    """What the importer needs to ask SLURM: ``tools.actuators.slurm_commands.SlurmCommands``
+    in production. It raises a ``RightsizeError`` when a command fails; a transient one
+    (the controller did not answer) is passed on, any other means "not supported here"
+    and the importer tries the older form of the command."""
 
-    def __init__(self, message: str, *, transient: bool = False) -> None:
-        super().__init__(message)
-        self.transient = transient  # type: ignore[misc]  # per-instance: timeouts may pass
-
-
-class SlurmCommands:
-    """The one seam to the SLURM client commands; point ``prefix`` elsewhere in tests."""
-
-    def __init__(self, timeout_s: float = 30.0, prefix: Sequence[str] = ()) -> None:
-        self.timeout_s = timeout_s
-        self.prefix = list(prefix)
-
-    def run(self, args: Sequence[str], stdin: str | None = None) -> str:
-        """stdout of ``args`` (never through a shell); SlurmCommandError when it fails."""
-        command = [*self.prefix, *args]
-        try:
-            done = subprocess.run(
-                command,
-                input=stdin,
-                capture_output=True,
-                text=True,
-                timeout=self.timeout_s,
-                check=False,
-            )
-        except FileNotFoundError as exc:
-            raise SlurmCommandError(f"{args[0]} not found: is SLURM installed?") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise SlurmCommandError(
-                f"{' '.join(command)} timed out after {self.timeout_s:.0f} s", transient=True
-            ) from exc
-        if done.returncode != 0:
-            raise SlurmCommandError(
-                f"{' '.join(command)} exited {done.returncode}: {done.stderr.strip()}"
-            )
-        return done.stdout
+    def run(self, args: Sequence[str], stdin: str | None = None) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -364,15 +331,15 @@ def system_from_slurm(
     )
 
 
-def import_slurm_system(name: str, center: str, commands: SlurmCommands | None = None) -> System:
-    """Ask the live cluster (JSON where the release supports it, else text)."""
-    commands = commands or SlurmCommands()
+def import_slurm_system(name: str, center: str, commands: CommandRunner) -> System:
+    """Ask the live cluster through ``commands`` (JSON where the release supports it,
+    else text)."""
     try:
         partitions = parse_partitions_json(
             commands.run(["scontrol", "show", "partition", "--json"]),
             "scontrol show partition --json",
         )
-    except SlurmCommandError as exc:
+    except RightsizeError as exc:
         if exc.transient:
             raise
         partitions = parse_partitions_text(
@@ -383,7 +350,7 @@ def import_slurm_system(name: str, center: str, commands: SlurmCommands | None =
         nodes = parse_nodes_json(
             commands.run(["scontrol", "show", "node", "--json"]), "scontrol show node --json"
         )
-    except SlurmCommandError as exc:
+    except RightsizeError as exc:
         if exc.transient:
             raise
         nodes = parse_nodes_json(commands.run(["sinfo", "--json"]), "sinfo --json")

@@ -18,13 +18,14 @@ from knowledge_base.importers._errors import load_json
 from knowledge_base.importers.hardware import read_hardware
 from knowledge_base.importers.merge import KNOWN_CENTERS, merge_partitions
 from knowledge_base.importers.queue_limits import export_queue_limits, read_queue_limits
-from knowledge_base.importers.slurm import SlurmCommands, import_slurm_system
+from knowledge_base.importers.slurm import import_slurm_system
 from knowledge_base.importers.tapis import export_tapis_system, read_tapis_system
 from knowledge_base.seed import load_seed_catalog, system_from_hardware
 from knowledge_base.store import KnowledgeBase
 from rightsize.output import console, emit, fail
 from rightsize.settings import Settings
 from rightsize.wiring import knowledge_base
+from tools.actuators.slurm_commands import SlurmCommands
 
 app = typer.Typer(help="The center catalog: systems, partitions, node types, charges.")
 import_app = typer.Typer(help="Import systems and queue limits into the catalog.")

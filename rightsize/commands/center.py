@@ -35,10 +35,11 @@ from knowledge_base.importers.slurm import import_slurm_system
 from knowledge_base.store import KnowledgeBase
 from rightsize.output import fail
 from rightsize.settings import Settings
-from rightsize.wiring import knowledge_base, open_executor, slurm_answers
+from rightsize.wiring import AUTO_FELL_BACK, knowledge_base, open_executor, resolve_executor
 from tools.actuators.base import Executor
 from tools.actuators.simulated import SimulatedCluster
 from tools.actuators.slurm import SlurmExecutor
+from tools.actuators.slurm_commands import SlurmCommands
 from tools.planning.builder import PlanningConfig
 from tools.planning.cost import DollarRates
 
@@ -91,11 +92,11 @@ async def build_executors(
     The local SLURM is (re)imported into the catalog as ``settings.local_system`` so plans
     can target it. The simulated cluster stands in for every system of the catalog.
     """
-    kind = settings.executor
-    if kind == "auto":
-        kind = "slurm" if await asyncio.to_thread(slurm_answers) else "simulated"
+    kind = await asyncio.to_thread(resolve_executor, settings)
     if kind == "slurm":
-        system = await asyncio.to_thread(import_slurm_system, settings.local_system, "local")
+        system = await asyncio.to_thread(
+            import_slurm_system, settings.local_system, "local", SlurmCommands()
+        )
         await kb.put_system(system)
         return {system.name: SlurmExecutor(system=system, output_dir=work_dir)}
     catalog = await kb.get_catalog()
@@ -179,11 +180,14 @@ async def _run(
             loop.add_signal_handler(sig, center.stop)
         mode = "center (Kafka)" if settings.kafka_bootstrap else "embedded"
         systems = ", ".join(sorted({f"{n}: {e.backend}" for n, e in center.executors.items()})[:6])
+        backends = {e.backend for e in center.executors.values()}
         print(
             f"rightsize center: {mode}; agents {', '.join(center.names)}; executors {systems}",
             file=sys.stderr,
             flush=True,
         )
+        if settings.executor == "auto" and "simulated" in backends:
+            print(f"rightsize center: WARNING: {AUTO_FELL_BACK}", file=sys.stderr, flush=True)
         if duration_s is not None:
             loop.call_later(duration_s, center.stop)
         await center.wait()

@@ -40,13 +40,13 @@ from agents.events import PlanRequested, ScheduleDecision, decode_event
 from agents.rescheduler import submitted
 from agents.topics import JOBS, PLANS
 from knowledge_base.errors import InvalidInputError, RightsizeError
-from knowledge_base.importers.slurm import SlurmCommands
 from knowledge_base.records import PlanStatus
 from knowledge_base.workload import DNNTraining, Goals, WorkloadSpec
 from rightsize.commands.center import center_config, running_center
 from rightsize.output import fail
 from rightsize.settings import Settings
 from rightsize.wiring import slurm_answers
+from tools.actuators.slurm_commands import SlurmCommands
 
 __all__ = ["CascadeDemoResult", "app", "cascade_command", "run_cascade_demo"]
 

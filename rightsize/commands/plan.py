@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
@@ -25,10 +24,9 @@ from knowledge_base.workload import Objective, WorkloadSpec
 from rightsize.output import console, emit, fail
 from rightsize.settings import Settings
 from rightsize.wiring import knowledge_base, open_executor
-from tools.actuators.slurm import SlurmExecutor
 from tools.planning.cost import DollarRates
 from tools.planning.estimation import Estimator
-from tools.planning.queue import QueueModel, QueueSnapshot, load_snapshots, snapshot_from_slurm
+from tools.planning.queue import QueueModel, QueueSnapshot, live_snapshot, load_snapshots
 from tools.planning.render import sbatch_scripts, tapis_requests
 from tools.planning.results import PlannedOption
 from tools.planning.selector import Selection
@@ -82,13 +80,7 @@ async def _live_snapshot(settings: Settings, spec: WorkloadSpec, catalog: Catalo
             value=systems,
         )
     system = catalog.system(systems[0])
-    executor = open_executor(settings, system)
-    entries = await executor.queue()
-    now = datetime.now(UTC)
-    if isinstance(executor, SlurmExecutor):
-        sinfo = await asyncio.to_thread(executor.commands.run, ["sinfo", "--json"])
-        return snapshot_from_slurm(system, entries, sinfo, taken_at=now)
-    return QueueSnapshot(system=system.name, taken_at=now, source=executor.backend, jobs=entries)
+    return await live_snapshot(open_executor(settings, system), system.name)
 
 
 async def _gather(

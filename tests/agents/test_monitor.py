@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from tests.agents.conftest import drain, unique
 from tools.actuators.model import JobRequest, SimulatedWork
 from tools.actuators.simulated import EPOCH, ManualClock, SimulatedCluster
 from tools.actuators.slurm import SlurmExecutor
+from tools.actuators.slurm_commands import SlurmCommands
 
 
 def _request(tmp_path: Path, **overrides: object) -> JobRequest:
@@ -116,7 +118,7 @@ async def test_progress_printed_by_a_real_slurm_job_reaches_the_bus(
         "for e in range(1, 4):\n"
         "    time.sleep(1); print(f'RIGHTSIZE_PROGRESS epoch={e}/3', flush=True)\""
     )
-    executor = SlurmExecutor(system=import_slurm_system("local", "lab"))
+    executor = SlurmExecutor(system=import_slurm_system("local", "lab", SlurmCommands()))
     async with InMemoryBus() as bus:
         monitor = JobMonitor(executor, bus, system="local")
         job_id = await executor.submit(
@@ -133,6 +135,45 @@ async def test_progress_printed_by_a_real_slurm_job_reaches_the_bus(
     assert finals[-1].done == 3
     assert finals[-1].fraction == 1.0
     assert seen[-1].payload_as(JobFinished).job.state is JobState.COMPLETED
+
+
+class _CountingCommands(SlurmCommands):
+    """The real SLURM commands, counted by name (what a poll costs the controller)."""
+
+    def __init__(self) -> None:
+        super().__init__(timeout_s=30)
+        self.calls: list[str] = []
+
+    def run(self, args: Sequence[str], stdin: str | None = None) -> str:
+        self.calls.append(args[0])
+        return super().run(args, stdin)
+
+
+@pytest.mark.slurm
+async def test_a_poll_of_several_real_slurm_jobs_asks_squeue_once(
+    slurm_cluster: dict[str, str], tmp_path: Path
+) -> None:
+    tmp_path.chmod(0o777)
+    commands = _CountingCommands()
+    executor = SlurmExecutor(
+        system=import_slurm_system("local", "lab", SlurmCommands()), commands=commands
+    )
+    jobs = [
+        await executor.submit(_request(tmp_path, name=f"poll-{i}", command="sleep 30"))
+        for i in range(3)
+    ]
+    try:
+        async with InMemoryBus() as bus:
+            monitor = JobMonitor(executor, bus, system="local")
+            for job_id in jobs:
+                monitor.watch(job_id)
+            commands.calls.clear()
+            events = await monitor.poll_once()
+        assert commands.calls.count("squeue") == 1  # was two per job: status, then output
+        assert {e.payload_as(JobStateChanged).job_id for e in events} == set(jobs)
+    finally:
+        for job_id in jobs:
+            await executor.cancel(job_id)
 
 
 async def test_a_simulated_clusters_events_carry_its_own_time(tmp_path: Path) -> None:

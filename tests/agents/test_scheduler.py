@@ -477,8 +477,9 @@ async def test_on_real_slurm_an_oom_kill_is_resubmitted_with_more_memory(
     from knowledge_base.records import CascadeSegment, PlanOption
     from knowledge_base.workload import GenericJob, WorkloadSpec
     from tools.actuators.slurm import SlurmExecutor
+    from tools.actuators.slurm_commands import SlurmCommands
 
-    system = import_slurm_system("local", "lab")
+    system = import_slurm_system("local", "lab", SlurmCommands())
     workdir = tmp_path / "jobs"
     workdir.mkdir()
     os.chmod(workdir, 0o777)

@@ -51,6 +51,29 @@ def test_center_run_starts_every_agent_embedded_and_stops_cleanly() -> None:
     assert "embedded" in result.stderr and "simulated" in result.stderr
 
 
+def test_embedded_center_on_auto_says_in_its_output_that_jobs_are_simulated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RIGHTSIZE_EXECUTOR", "auto")
+    monkeypatch.setenv("PATH", "/nonexistent")  # no SLURM answers
+    result = runner.invoke(app, ["center", "run", "--duration-s", "0.5"])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stderr.split())
+    assert "WARNING: executor auto: no SLURM controller answered" in said
+    assert "SIMULATED" in said
+
+
+def test_center_on_kafka_with_auto_executor_refuses_to_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RIGHTSIZE_EXECUTOR", "auto")
+    monkeypatch.setenv("RIGHTSIZE_KAFKA_BOOTSTRAP", f"127.0.0.1:{free_port()}")
+    result = runner.invoke(app, ["center", "run", "--agent", "scheduler"])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.stderr.split())
+    assert "executor: a center run (RIGHTSIZE_KAFKA_BOOTSTRAP is set) must name" in said
+
+
 def test_an_unknown_agent_is_refused_naming_the_agents() -> None:
     result = runner.invoke(app, ["center", "run", "--agent", "oracle"])
     assert result.exit_code == 2

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from knowledge_base.errors import InvalidInputError
-from knowledge_base.importers.slurm import SlurmCommands
 from rightsize.settings import Settings
-from rightsize.wiring import open_executor, slurm_answers
+from rightsize.wiring import AUTO_FELL_BACK, open_executor, resolve_executor, slurm_answers
 from tools.actuators.simulated import SimulatedCluster
 from tools.actuators.slurm import SlurmExecutor
+from tools.actuators.slurm_commands import SlurmCommands
 from tools.actuators.tapis import TapisExecutor
 
 
@@ -17,13 +19,29 @@ def test_no_slurm_on_the_path_means_it_does_not_answer() -> None:
     assert not slurm_answers(SlurmCommands(prefix=["/nonexistent/wrapper"]))
 
 
-def test_auto_falls_back_to_the_simulated_cluster_without_slurm(
-    monkeypatch: pytest.MonkeyPatch,
+def test_embedded_auto_falls_back_to_the_simulated_cluster_and_warns_that_it_did(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")  # no sinfo anywhere
-    executor = open_executor(Settings(executor="auto", simulated_nodes=3))
+    with caplog.at_level(logging.INFO, logger="rightsize.wiring"):
+        executor = open_executor(Settings(executor="auto", simulated_nodes=3))
     assert isinstance(executor, SimulatedCluster)
     assert executor.nodes == 3
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [r.getMessage() for r in warned] == [AUTO_FELL_BACK]
+    assert "SIMULATED" in AUTO_FELL_BACK and "RIGHTSIZE_EXECUTOR=slurm" in AUTO_FELL_BACK
+
+
+def test_a_center_on_a_shared_bus_must_name_its_executor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")  # what a SLURM hiccup at start looks like
+    center = Settings(executor="auto", kafka_bootstrap="127.0.0.1:9092")
+    with pytest.raises(InvalidInputError, match="must name its executor") as caught:
+        open_executor(center)
+    assert (caught.value.field, caught.value.value) == ("executor", "auto")
+    named = center.model_copy(update={"executor": "simulated"})
+    assert resolve_executor(named) == "simulated"  # chosen on purpose: no error
 
 
 @pytest.mark.slurm

@@ -1,14 +1,22 @@
-"""The executor interface every batch-system backend implements."""
+"""The executor interface every batch-system backend implements.
+
+Callers (Optimization, the Scheduler and its monitors, ``rightsize plan --live-queue``)
+reach a batch system only through these methods, never around them: submit, status (one
+job, or every watched job in one look), cancel, find a job by name, the queue, the
+partition state (idle nodes, queue depth), accounting, and the executor's clock.
+"""
 
 from __future__ import annotations
 
 import abc
-from datetime import datetime
+from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from knowledge_base.catalog import System
 from knowledge_base.records import JobRecord
-from tools.actuators.model import JobRequest, JobStatus, QueueEntry
+from tools.actuators.model import JobNotFound, JobRequest, JobStatus, QueueEntry
 from tools.actuators.policy import check_request
+from tools.actuators.state import ClusterState, NodePool
 
 __all__ = ["Executor"]
 
@@ -25,6 +33,12 @@ class Executor(abc.ABC):
     def __init__(self, system: System | None = None) -> None:
         self.system = system
 
+    def now(self) -> datetime:
+        """The executor's present. Real batch systems run on the wall clock (UTC); a
+        simulated cluster keeps its own, and every time a caller compares with the
+        executor's times (job starts, queue ages, event stamps) must come from here."""
+        return datetime.now(UTC)
+
     async def submit(self, request: JobRequest) -> str:
         """Submit ``request``; returns the batch system's job id."""
         if self.system is not None:
@@ -38,6 +52,22 @@ class Executor(abc.ABC):
     async def status(self, job_id: str) -> JobStatus:
         """The job's current state; JobNotFound when the executor has never heard of it."""
 
+    async def statuses(self, job_ids: Iterable[str]) -> dict[str, JobStatus]:
+        """The state of every job in ``job_ids`` in one look (backends batch it: one
+        ``squeue`` on SLURM); a job the executor has never heard of is left out."""
+        found = {}
+        for job_id in job_ids:
+            try:
+                found[job_id] = await self.status(job_id)
+            except JobNotFound:
+                continue
+        return found
+
+    @abc.abstractmethod
+    async def find_by_name(self, name: str) -> str | None:
+        """The id of the newest job named ``name`` the batch system knows, queued or
+        finished; None when it knows none (a submission that never arrived)."""
+
     @abc.abstractmethod
     async def cancel(self, job_id: str) -> None:
         """Cancel a pending or running job; cancelling a finished job does nothing."""
@@ -45,6 +75,17 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     async def queue(self) -> list[QueueEntry]:
         """Every job the batch system holds now (pending and running)."""
+
+    async def cluster_state(self) -> ClusterState:
+        """The queue and each node pool's idle nodes and queue depth, taken now."""
+        taken_at = self.now()
+        jobs = await self.queue()
+        pools = await self._node_pools()
+        return ClusterState.of(taken_at, self.backend, pools, jobs)
+
+    @abc.abstractmethod
+    async def _node_pools(self) -> list[NodePool]:
+        """The node pools and their node counts (job counts are filled in from the queue)."""
 
     @abc.abstractmethod
     async def finished_jobs(self, since: datetime | None = None) -> list[JobRecord]:

@@ -28,6 +28,7 @@ from knowledge_base.catalog import System
 from knowledge_base.records import JobRecord, JobState
 from tools.actuators.base import Executor
 from tools.actuators.model import JobNotFound, JobRequest, JobStatus, QueueEntry, RequestRejected
+from tools.actuators.state import NodePool
 
 __all__ = ["Clock", "ClusterPolicy", "ManualClock", "SimulatedCluster", "WallClock"]
 
@@ -225,6 +226,10 @@ class SimulatedCluster(Executor):
 
     # -- the executor interface -----------------------------------------------------------
 
+    def now(self) -> datetime:
+        """The cluster's own clock: simulated time, not the wall clock."""
+        return self.clock.now()
+
     async def _submit(self, request: JobRequest) -> str:
         self._catch_up()
         too_big = [
@@ -271,6 +276,27 @@ class SimulatedCluster(Executor):
             start_time=job.start,
             end_time=job.end if finished else None,
         )
+
+    async def find_by_name(self, name: str) -> str | None:
+        self._catch_up()
+        ids = [job_id for job_id, job in self._jobs.items() if job.request.name == name]
+        return ids[-1] if ids else None  # ids count up: the last one is the newest
+
+    async def _node_pools(self) -> list[NodePool]:
+        """Every partition of the cluster's system runs on its one pool of nodes. A
+        cluster with no system (standing in for every system of a catalog) cannot say
+        which partitions its nodes are, and reports no pool."""
+        self._catch_up()
+        if self.system is None:
+            return []
+        return [
+            NodePool(
+                name=self.system.name,
+                partitions=[p.name for p in self.system.partitions],
+                total_nodes=self.nodes,
+                idle_nodes=len(self._free_nodes),
+            )
+        ]
 
     async def output_tail(self, job_id: str, max_bytes: int = 65536) -> str:
         """A simulated job reports progress as the share of its run time done."""

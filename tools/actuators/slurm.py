@@ -17,13 +17,12 @@ import asyncio
 import json
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from knowledge_base.catalog import System
-from knowledge_base.importers.slurm import SlurmCommandError, SlurmCommands
 from knowledge_base.records import JobRecord, JobState
 from tools.actuators.base import Executor
 from tools.actuators.model import (
@@ -35,8 +34,10 @@ from tools.actuators.model import (
     RequestRejected,
     SubmissionFailed,
 )
+from tools.actuators.slurm_commands import SlurmCommandError, SlurmCommands
+from tools.actuators.state import NodePool
 
-__all__ = ["SLURM_STATES", "SlurmExecutor", "parse_jobcomp", "render_sbatch"]
+__all__ = ["SLURM_STATES", "SlurmExecutor", "parse_jobcomp", "parse_sinfo_pools", "render_sbatch"]
 
 SLURM_STATES: Mapping[str, JobState] = {
     "PENDING": JobState.PENDING,
@@ -67,12 +68,8 @@ SLURM_STATES: Mapping[str, JobState] = {
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9._+-]+$")
 _OOM_LINE = re.compile(r"exceeded (?:job )?memory limit", re.IGNORECASE)
-_TRANSIENT = re.compile(
-    r"unable to contact slurm controller|socket timed out|connection refused|"
-    r"temporarily unavailable|try again|slurm_persist_conn|communications connection failure",
-    re.IGNORECASE,
-)
 _OUTPUT_NAME = "rightsize-%j.out"
+_OUTPUTS_KEPT = 4096  # output paths remembered for output_tail (oldest forgotten first)
 
 
 def render_sbatch(request: JobRequest) -> str:
@@ -189,6 +186,38 @@ def _jobcomp_time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value).replace(tzinfo=UTC)
 
 
+def parse_sinfo_pools(text: str) -> list[NodePool]:
+    """Node pools from ``sinfo --json``: partitions that share the same nodes are one
+    pool, with its node count and how many of its nodes are idle."""
+    try:
+        nodes = json.loads(text).get("nodes", [])
+    except (json.JSONDecodeError, AttributeError) as exc:
+        raise SubmissionFailed(f"sinfo --json printed no JSON: {text[:200]!r}") from exc
+    members: dict[str, set[str]] = {}
+    for node in nodes:
+        for partition in node.get("partitions") or []:
+            members.setdefault(str(partition), set()).add(str(node.get("name")))
+    pools: dict[frozenset[str], list[str]] = {}
+    for partition, names in members.items():
+        pools.setdefault(frozenset(names), []).append(partition)
+    state_of = {str(n.get("name")): _node_state(n.get("state")) for n in nodes}
+    return [
+        NodePool(
+            name="+".join(sorted(partitions)),
+            partitions=sorted(partitions),
+            total_nodes=len(names),
+            idle_nodes=sum(1 for name in names if state_of.get(name) == "idle"),
+        )
+        for names, partitions in pools.items()
+    ]
+
+
+def _node_state(value: object) -> str:
+    if isinstance(value, list):  # 23.02+: ["IDLE"]; 22.05: "idle"
+        value = value[0] if value else ""
+    return str(value).lower()
+
+
 def _tail(path: Path, max_bytes: int) -> str:
     try:
         with path.open("rb") as handle:
@@ -214,13 +243,13 @@ class SlurmExecutor(Executor):
         self.commands = commands or SlurmCommands()
         self._jobcomp_path = jobcomp_path
         self.output_dir = output_dir or Path.cwd()
+        self._outputs: dict[str, Path] = {}
 
     async def _run(self, args: list[str], stdin: str | None = None) -> str:
         try:
             return await asyncio.to_thread(self.commands.run, args, stdin)
         except SlurmCommandError as exc:
-            transient = exc.transient or bool(_TRANSIENT.search(str(exc)))
-            raise SubmissionFailed(str(exc), transient=transient) from exc
+            raise SubmissionFailed(str(exc), transient=exc.transient) from exc
 
     # -- submit -----------------------------------------------------------------------
 
@@ -251,19 +280,67 @@ class SlurmExecutor(Executor):
         return jobs
 
     async def status(self, job_id: str) -> JobStatus:
+        found = await self.statuses([job_id])
+        if job_id not in found:
+            raise JobNotFound(
+                f"SLURM knows no job {job_id!r} (not queued, not in {self._accounting_name()})"
+            )
+        return found[job_id]
+
+    async def statuses(self, job_ids: Iterable[str]) -> dict[str, JobStatus]:
+        """One ``squeue`` for every job asked about; accounting for those it no longer
+        lists (they ended more than MinJobAge ago)."""
+        wanted = list(dict.fromkeys(job_ids))
+        if not wanted:
+            return {}
+        asked = set(wanted)
+        found: dict[str, JobStatus] = {}
         # 22.05 ignores --jobs together with --json, so filter here.
         for job in await self._squeue():
-            if str(job.get("job_id")) == job_id:
-                return self._status_from_squeue(job)
-        record = (await self._jobcomp()).get(job_id)
-        if record is not None:
-            return self._status_from_jobcomp(record)
-        raise JobNotFound(f"SLURM knows no job {job_id!r} (not queued, not in the jobcomp log)")
+            job_id = str(job.get("job_id"))
+            if job_id in asked:
+                found[job_id] = self._status_from_squeue(job)
+        missing = [job_id for job_id in wanted if job_id not in found]
+        if missing:
+            found.update(await self._ended(missing))
+        return found
+
+    async def find_by_name(self, name: str) -> str | None:
+        queued = [int(j["job_id"]) for j in await self._squeue() if j.get("name") == name]
+        if queued:
+            return str(max(queued))
+        ended = [int(r["JobId"]) for r in (await self._jobcomp()).values() if r.get("Name") == name]
+        return str(max(ended)) if ended else None
+
+    async def _node_pools(self) -> list[NodePool]:
+        return parse_sinfo_pools(await self._run(["sinfo", "--json"]))
+
+    async def _ended(self, job_ids: list[str]) -> dict[str, JobStatus]:
+        records = await self._jobcomp()
+        return {
+            job_id: self._status_from_jobcomp(records[job_id])
+            for job_id in job_ids
+            if job_id in records
+        }
+
+    def _accounting_name(self) -> str:
+        return "the jobcomp log"
+
+    def _remember_output(self, job_id: str, path: Path | None) -> None:
+        """Where the job writes, from the last look at it: ``output_tail`` reads it
+        without asking SLURM again (one ``squeue`` per monitor poll, not two per job)."""
+        if path is None:
+            return
+        self._outputs.pop(job_id, None)
+        self._outputs[job_id] = path
+        while len(self._outputs) > _OUTPUTS_KEPT:
+            del self._outputs[next(iter(self._outputs))]
 
     def _status_from_squeue(self, job: dict[str, Any]) -> JobStatus:
         native = _native_state(job.get("job_state"))
         code, signal = _wait_status(job.get("exit_code"))
         output = str(job.get("standard_output") or "").replace("%j", str(job["job_id"]))
+        self._remember_output(str(job["job_id"]), Path(output) if output else None)
         return JobStatus(
             job_id=str(job["job_id"]),
             state=self._state(native, signal, Path(output) if output else None),
@@ -283,6 +360,7 @@ class SlurmExecutor(Executor):
         code_text, _, signal_text = record.get("ExitCode", "").partition(":")
         signal = int(signal_text) if signal_text.isdigit() and int(signal_text) else None
         output = Path(record.get("WorkDir", "/")) / _OUTPUT_NAME.replace("%j", record["JobId"])
+        self._remember_output(record["JobId"], output)
         return JobStatus(
             job_id=record["JobId"],
             state=self._state(native, signal, output),
@@ -309,16 +387,11 @@ class SlurmExecutor(Executor):
         return state
 
     async def output_tail(self, job_id: str, max_bytes: int = 65536) -> str:
-        for job in await self._squeue():
-            if str(job.get("job_id")) == job_id:
-                path = str(job.get("standard_output") or "").replace("%j", job_id)
-                break
-        else:
-            record = (await self._jobcomp()).get(job_id)
-            if record is None:
-                raise JobNotFound(f"SLURM knows no job {job_id!r}")
-            path = str(Path(record.get("WorkDir", "/")) / _OUTPUT_NAME.replace("%j", job_id))
-        return await asyncio.to_thread(_tail, Path(path), max_bytes) if path else ""
+        path = self._outputs.get(job_id)
+        if path is None:
+            await self.status(job_id)  # JobNotFound for unknown ids
+            path = self._outputs.get(job_id)
+        return await asyncio.to_thread(_tail, path, max_bytes) if path is not None else ""
 
     # -- cancel, queue, accounting -------------------------------------------------------
 

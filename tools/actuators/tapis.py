@@ -12,7 +12,7 @@ Responses are Tapis's envelope ``{"status", "message", "result", "version"}``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +29,7 @@ from tools.actuators.model import (
     RequestRejected,
     SubmissionFailed,
 )
+from tools.actuators.state import NodePool
 
 __all__ = [
     "TAPIS_CONDITIONS",
@@ -266,6 +267,44 @@ class TapisExecutor(Executor):
             start_time=_time(job.get("remoteStarted")),
             end_time=_time(job.get("ended")),
         )
+
+    async def statuses(self, job_ids: Iterable[str]) -> dict[str, JobStatus]:
+        """One job listing for every watched job; one GET for any the listing lacks."""
+        wanted = list(job_ids)
+        listed = {str(j.get("uuid")): j for j in await self._list()}
+        found = {}
+        for job_id in wanted:
+            if job_id in listed:
+                found[job_id] = self._status(listed[job_id])
+                continue
+            try:
+                found[job_id] = await self.status(job_id)
+            except JobNotFound:
+                continue
+        return found
+
+    async def find_by_name(self, name: str) -> str | None:
+        named = [j for j in await self._list() if j.get("name") == name]
+        if not named:
+            return None
+        newest = max(named, key=lambda j: str(j.get("created") or ""))
+        return str(newest["uuid"])
+
+    async def _node_pools(self) -> list[NodePool]:
+        """The Jobs API says nothing about nodes: one pool per logical queue, node counts
+        unknown (planning calls the wait unknown); queue depth comes from the job list."""
+        queues = (
+            [p.name for p in self.system.partitions]
+            if self.system is not None
+            else sorted(
+                {
+                    str(j["execSystemLogicalQueue"])
+                    for j in await self._list()
+                    if j.get("execSystemLogicalQueue")
+                }
+            )
+        )
+        return [NodePool(name=queue, partitions=[queue]) for queue in queues]
 
     async def cancel(self, job_id: str) -> None:
         status = await self.status(job_id)

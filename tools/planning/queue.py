@@ -3,8 +3,8 @@
 A ``QueueSnapshot`` is what a system looked like at one moment: its node pools (how many
 nodes, how many idle) and its jobs (``tools.actuators.model.QueueEntry``: pending and
 running, with sizes and time limits). It comes from a file (``--queue-snapshot``), or
-live from an executor (``executor.queue()``, plus ``sinfo --json`` for idle nodes on
-SLURM: ``snapshot_from_slurm``).
+live from an executor (``executor.cluster_state()``: pools with their idle nodes, and
+the queue; ``live_snapshot``).
 
 The wait model is a short simulation of the pool, conservative backfilling:
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -39,7 +39,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from knowledge_base.catalog import Catalog, Partition, System
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import JobState
+from tools.actuators.base import Executor
 from tools.actuators.model import QueueEntry
+from tools.actuators.state import ClusterState
 
 __all__ = [
     "RUNTIME_FRACTION",
@@ -48,8 +50,9 @@ __all__ = [
     "QueueModel",
     "QueueSnapshot",
     "WaitEstimate",
+    "live_snapshot",
     "load_snapshots",
-    "snapshot_from_slurm",
+    "snapshot_from_state",
 ]
 
 RUNTIME_FRACTION = 0.4
@@ -328,40 +331,25 @@ class QueueModel:
         return WaitEstimate(start, pool.basis)
 
 
-def snapshot_from_slurm(
-    system: System, entries: Sequence[QueueEntry], sinfo_json: str, *, taken_at: datetime
-) -> QueueSnapshot:
-    """A snapshot from ``executor.queue()`` and ``sinfo --json``: one pool per node set."""
-    try:
-        nodes = json.loads(sinfo_json).get("nodes", [])
-    except (json.JSONDecodeError, AttributeError) as exc:
-        raise InvalidInputError(f"not sinfo JSON: {exc}", source="sinfo --json") from exc
-    members: dict[str, set[str]] = {}
-    for node in nodes:
-        for partition in node.get("partitions") or []:
-            members.setdefault(str(partition), set()).add(str(node.get("name")))
-    pools: dict[frozenset[str], list[str]] = {}
-    for partition, names in members.items():
-        pools.setdefault(frozenset(names), []).append(partition)
-    state_of = {str(n.get("name")): _node_state(n.get("state")) for n in nodes}
+def snapshot_from_state(system: str, state: ClusterState) -> QueueSnapshot:
+    """The snapshot an executor's ``cluster_state()`` describes: one pool per node set."""
     return QueueSnapshot(
-        system=system.name,
-        taken_at=taken_at,
-        source="executor.queue() + sinfo --json",
+        system=system,
+        taken_at=state.taken_at,
+        source=f"{state.source} executor",
         pools=[
             PoolState(
-                name="+".join(sorted(partitions)),
-                partitions=sorted(partitions),
-                total_nodes=len(names),
-                idle_nodes=sum(1 for name in names if state_of.get(name) == "idle"),
+                name=pool.name,
+                partitions=pool.partitions,
+                total_nodes=pool.total_nodes,
+                idle_nodes=pool.idle_nodes,
             )
-            for names, partitions in pools.items()
+            for pool in state.pools
         ],
-        jobs=list(entries),
+        jobs=state.jobs,
     )
 
 
-def _node_state(value: object) -> str:
-    if isinstance(value, list):  # 23.02+: ["IDLE"]; 22.05: "idle"
-        value = value[0] if value else ""
-    return str(value).lower()
+async def live_snapshot(executor: Executor, system: str) -> QueueSnapshot:
+    """``system``'s queue and pools now, read through its executor (on its clock)."""
+    return snapshot_from_state(system, await executor.cluster_state())

@@ -19,6 +19,7 @@ from tools.actuators.base import Executor
 from tools.actuators.model import JobRequest, JobStatus, SimulatedWork
 from tools.actuators.simulated import ManualClock, SimulatedCluster
 from tools.actuators.slurm import SlurmExecutor
+from tools.actuators.slurm_commands import SlurmCommands
 from tools.actuators.tapis import TapisCredentials, TapisExecutor
 
 # A test cluster shaped like the local SLURM one: debug (1 min) and batch (10 min).
@@ -147,7 +148,7 @@ async def tapis(tapis_server: FakeTapis) -> AsyncIterator[Harness]:
 
 @pytest.fixture
 def slurm(slurm_cluster: dict[str, str]) -> Harness:
-    executor = SlurmExecutor(system=import_slurm_system("local", "lab"))
+    executor = SlurmExecutor(system=import_slurm_system("local", "lab", SlurmCommands()))
 
     async def step() -> None:
         await asyncio.sleep(1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,56 @@ async def test_finished_jobs_account_for_a_completed_job(harness: Harness, workd
     assert records[job_id].state is JobState.COMPLETED
     assert records[job_id].application == "accounted"
     assert records[job_id].requested_walltime_s == 60
+
+
+async def test_statuses_answer_every_watched_job_in_one_call_and_leave_out_unknown_ones(
+    harness: Harness, workdir: Path
+) -> None:
+    first = await harness.executor.submit(quick_job(workdir, name="batched-a"))
+    second = await harness.executor.submit(long_job(workdir))
+    unknown = "999999" if harness.executor.backend != "tapis" else "00000000-no-such-job"
+    try:
+        await harness.finished(first)
+        found = await harness.executor.statuses([first, second, unknown])
+        assert set(found) == {first, second}
+        assert found[first].state is JobState.COMPLETED
+        assert found[second].job_id == second
+        assert not found[second].finished
+    finally:
+        await harness.executor.cancel(second)
+
+
+async def test_find_by_name_gives_the_newest_job_of_that_name_queued_or_finished(
+    harness: Harness, workdir: Path
+) -> None:
+    name = f"named-{uuid.uuid4().hex[:8]}"
+    assert await harness.executor.find_by_name(name) is None
+    older = await harness.executor.submit(quick_job(workdir, name=name))
+    await harness.finished(older)
+    assert await harness.executor.find_by_name(name) == older  # finished: from accounting
+    newer = await harness.executor.submit(long_job(workdir).model_copy(update={"name": name}))
+    try:
+        assert await harness.executor.find_by_name(name) == newer  # queued beats finished
+    finally:
+        await harness.executor.cancel(newer)
+
+
+async def test_cluster_state_counts_a_running_job_in_its_partitions_pool(
+    harness: Harness, workdir: Path
+) -> None:
+    job_id = await harness.executor.submit(long_job(workdir))
+    try:
+        await harness.running(job_id)
+        state = await harness.executor.cluster_state()
+        pool = state.pool_of("batch")
+        assert pool is not None
+        assert pool.running_jobs >= 1
+        assert job_id in {j.job_id for j in state.jobs}
+        if harness.executor.backend == "tapis":  # the Jobs API reports no nodes
+            assert (pool.total_nodes, pool.idle_nodes) == (None, None)
+        else:
+            assert pool.total_nodes == 1
+            assert pool.idle_nodes == 0  # the only node is busy
+        assert abs((state.taken_at - harness.executor.now()).total_seconds()) < 60
+    finally:
+        await harness.executor.cancel(job_id)

@@ -13,12 +13,14 @@ from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import JobState
 from tests.conftest import FIXTURES
 from tools.actuators.model import QueueEntry
+from tools.actuators.slurm import parse_sinfo_pools
+from tools.actuators.state import ClusterState
 from tools.planning.queue import (
     PoolState,
     QueueModel,
     QueueSnapshot,
     load_snapshots,
-    snapshot_from_slurm,
+    snapshot_from_state,
 )
 
 NOW = datetime(2024, 4, 16, 14, 0, tzinfo=UTC)
@@ -128,7 +130,8 @@ def test_a_bad_snapshot_file_names_the_field(tmp_path: Path) -> None:
 def test_a_live_slurm_snapshot_has_one_pool_per_node_set() -> None:
     sinfo = (FIXTURES / "slurm" / "sinfo.json").read_text()  # node vm, idle, debug + long
     entries = [_job(JobState.RUNNING, 1, 1, start_time=NOW)]
-    snapshot = snapshot_from_slurm(SYSTEM, entries, sinfo, taken_at=NOW)
+    state = ClusterState.of(NOW, "slurm", parse_sinfo_pools(sinfo), entries)
+    snapshot = snapshot_from_state(SYSTEM.name, state)
     assert [(p.partitions, p.total_nodes, p.idle_nodes) for p in snapshot.pools] == [
         (["debug", "long"], 1, 1)
     ]

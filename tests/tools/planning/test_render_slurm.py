@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from knowledge_base.catalog import Catalog
-from knowledge_base.importers.slurm import SlurmCommands, import_slurm_system
+from knowledge_base.importers.slurm import import_slurm_system
 from knowledge_base.workload import WorkloadSpec
+from tools.actuators.slurm_commands import SlurmCommands
 from tools.planning.render import sbatch_scripts
 from tools.planning.selector import plan
 
@@ -30,7 +31,7 @@ def _spec(workload: dict[str, object]) -> WorkloadSpec:
 def test_a_plan_for_the_local_cluster_passes_sbatch_test_only(
     slurm_cluster: dict[str, str],
 ) -> None:
-    catalog = Catalog(systems=[import_slurm_system("local", "lab")])
+    catalog = Catalog(systems=[import_slurm_system("local", "lab", SlurmCommands())])
     spec = _spec(
         {"kind": "generic", "application": "echo planned", "cores": 1, "walltime_s": "2 min",
          "memory_mb": "100 MB"}
@@ -48,7 +49,7 @@ def test_a_plan_for_the_local_cluster_passes_sbatch_test_only(
 def test_a_job_too_long_for_every_local_partition_gets_no_plan(
     slurm_cluster: dict[str, str],
 ) -> None:
-    catalog = Catalog(systems=[import_slurm_system("local", "lab")])
+    catalog = Catalog(systems=[import_slurm_system("local", "lab", SlurmCommands())])
     spec = _spec({"kind": "generic", "application": "sleep 3600", "walltime_s": "1 h"})
     selection = plan(spec, catalog, now=datetime.now(UTC))
     assert selection.recommended is None
