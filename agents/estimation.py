@@ -245,7 +245,7 @@ class ResourceEstimation(Agent[EstimationObservation]):
         self._registry_loaded = False
         self._history: dict[str, _TrainedHistory] = {}
 
-    async def _registry_estimators(self) -> list[Estimator]:
+    async def _registry_estimators(self) -> list[RegistryRuntimeEstimator]:
         if not self._registry_loaded:
             record = await self.kb.promoted_estimator(RUNTIME_TARGET)
             self._registry = None
@@ -322,7 +322,7 @@ class ResourceEstimation(Agent[EstimationObservation]):
             ]
             if profiles:
                 chain.append(ProfiledWorkloadEstimator(workload.model, tuple(profiles)))
-        chain.extend(await self._registry_estimators())
+        chain.extend(registry.at(now) for registry in await self._registry_estimators())
         if isinstance(workload, DNNTraining):
             try:
                 from tools.estimators.dnn.adapter import planner_estimators
@@ -362,7 +362,7 @@ class ResourceEstimation(Agent[EstimationObservation]):
                     catalog = await self.kb.get_catalog()
                     candidate = _candidate(catalog, payload.option)
                     if candidate is not None:
-                        answer = registry[0].estimate(plan.spec.workload, candidate)
+                        answer = registry[0].at(event.time).estimate(plan.spec.workload, candidate)
                         if isinstance(answer, ResourceEstimate):
                             prediction = answer
             if prediction is None:

@@ -4,13 +4,14 @@ Senses finished jobs (``job.finished``) and retrain requests
 (``estimator.retrain_requested``, from Profiling or an operator); keeps each target's
 promoted estimator honest:
 
-1. **Live error.** Every ``evaluate_every`` finished jobs it scores the promoted
-   estimator on the jobs that finished since it was trained, and compares that with the
-   error it was validated with. Live error above ``max(validation x drift_ratio,
-   validation + drift_margin)`` is drift. The error is the policy's ``metric``: by default
-   the mean absolute log error, |ln(predicted / actual)| (relative and symmetric; MAPE,
-   also recorded, explodes on the short jobs every center has: a 1 s job predicted at
-   5 min is 29,900%).
+1. **Live error.** After every ``evaluate_every`` finished jobs it has sensed since its
+   last evaluation (a counter, not the size of a window: once the window is full that
+   would be every job), it scores the promoted estimator on the jobs that finished since
+   it was trained, and compares that with the error it was validated with. Live error
+   above ``max(validation x drift_ratio, validation + drift_margin)`` is drift. The
+   error is the policy's ``metric``: by default the mean absolute log error,
+   |ln(predicted / actual)| (relative and symmetric; MAPE, also recorded, explodes on
+   the short jobs every center has: a 1 s job predicted at 5 min is 29,900%).
 2. **Retrain.** Candidates are trained on the most recent finished jobs (after drift,
    on those since the incumbent was trained, once there are enough), leaving out the
    latest ``holdout_fraction`` of them. For ``runtime_s`` there are two: the center's
@@ -33,7 +34,13 @@ Artifacts are JSON under ``artifacts_dir``: the log-linear model's coefficients;
 history estimator's settings and the jobs it saw (replayed on load: no pickles). Other
 trainers plug in through ``Trainer`` (finished jobs -> a ``RuntimeModel``).
 
-``judge`` and ``drift`` are pure; training is a tool call in ``act``.
+``judge`` and ``drift`` are pure, and so is ``decide``: the heavy work (the history
+query, scoring the incumbent on up to ``window_jobs`` jobs, training) runs in ``sense``
+and ``act`` in worker threads, off the event loop, and only when an evaluation is due.
+"Now" is the time of the event being handled, never the wall clock, so a simulation on
+its own clock looks back over its own history and replays the same decisions. The
+counter lives in memory: after a restart the next evaluation comes ``evaluate_every``
+jobs later.
 """
 
 from __future__ import annotations
@@ -82,6 +89,7 @@ if TYPE_CHECKING:  # imported where used: xgboost is heavy and only the history 
 __all__ = [
     "DEFAULT_TRAINERS",
     "RUNTIME_TARGET",
+    "Evaluated",
     "HistoryArtifact",
     "HistoryRuntime",
     "LogLinearRuntime",
@@ -468,9 +476,17 @@ def load_runtime_model(record: EstimatorRecord) -> RuntimeModel:
 class RegistryRuntimeEstimator:
     """The promoted runtime model behind the planner's estimator seam (generic jobs)."""
 
-    def __init__(self, record: EstimatorRecord, model: RuntimeModel) -> None:
+    def __init__(
+        self, record: EstimatorRecord, model: RuntimeModel, *, now: datetime | None = None
+    ) -> None:
+        """``now``: when the job is submitted (the request's time); None: the wall clock."""
         self.record = record
         self.model = model
+        self.now = now
+
+    def at(self, now: datetime) -> RegistryRuntimeEstimator:
+        """This estimator, asked about a job submitted at ``now`` (a simulation's time)."""
+        return RegistryRuntimeEstimator(self.record, self.model, now=now)
 
     @property
     def estimator_id(self) -> str:
@@ -484,7 +500,7 @@ class RegistryRuntimeEstimator:
             application=workload.application,
             cores=cores,
             requested_s=workload.walltime_s,
-            now=datetime.now(UTC),
+            now=self.now or datetime.now(UTC),
         )
         high_mb = float(workload.memory_mb) if workload.memory_mb else memory_share_mb(candidate)
         memory = Interval(point=high_mb * 0.8, low=high_mb * 0.5, high=high_mb, coverage=0.8)
@@ -514,7 +530,9 @@ the log-linear model as its challenger (it wins where history has little to go o
 class PromotionPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    evaluate_every: int = Field(default=20, ge=1, description="Finished jobs between checks")
+    evaluate_every: int = Field(
+        default=20, ge=1, description="New finished jobs since the last evaluation before the next"
+    )
     min_live_jobs: int = Field(default=20, ge=1, description="Live jobs needed to judge drift")
     drift_ratio: float = Field(default=1.5, gt=1)
     drift_margin: float = Field(default=0.05, ge=0, description="Absolute margin on the error")
@@ -597,8 +615,20 @@ class PromotionObservation(Observation):
     target: str = RUNTIME_TARGET
     incumbent: EstimatorRecord | None = None
     model: RuntimeModel | None = None
-    live_jobs: list[JobRecord] = Field(default_factory=list)
+    new_jobs: int = Field(
+        default=0, ge=0, description="Finished jobs sensed since the last evaluation, this one too"
+    )
+    live_jobs: int = Field(
+        default=0, ge=0, description="Jobs finished since the incumbent was trained (all: none)"
+    )
+    live_error: float | None = Field(default=None, description="The incumbent's, on live jobs")
+    validation_error: float | None = None
+    metric: Metric = "log"
     reason: str = ""
+
+
+class Evaluated(Action):
+    """An evaluation took place: the count of new jobs starts again from zero."""
 
 
 class Retrain(Action):
@@ -642,6 +672,10 @@ class ModelPromotion(Agent[PromotionObservation]):
         }
         # Loaded models by registry id: a history model is rebuilt by replaying its jobs.
         self._models: dict[str, RuntimeModel] = {}
+        # Finished jobs sensed since the last evaluation; the last event counted, so that
+        # sensing one event again (a retried handler) does not count it twice.
+        self._new_jobs = 0
+        self._counted: str | None = None
 
     async def _incumbent(self, target: str) -> tuple[EstimatorRecord | None, RuntimeModel | None]:
         record = await self.kb.promoted_estimator(target)
@@ -656,9 +690,9 @@ class ModelPromotion(Agent[PromotionObservation]):
             self._models = {record.id: model}  # only the one serving now is kept
         return record, self._models[record.id]
 
-    async def _recent(self, limit: int) -> list[JobRecord]:
-        """The latest ``limit`` usable finished jobs, oldest first (by end time)."""
-        since = datetime.now(UTC) - timedelta(days=self.policy.lookback_days)
+    async def _recent(self, limit: int, now: datetime) -> list[JobRecord]:
+        """The latest ``limit`` usable finished jobs up to ``now``, oldest first (by end)."""
+        since = now - timedelta(days=self.policy.lookback_days)
         jobs = await self.kb.query_jobs(JobQuery(submitted_after=since, limit=1_000_000))
         finished = sorted((j for j in jobs if usable(j)), key=lambda j: j.end_time or j.submit_time)
         return finished[-limit:]
@@ -686,16 +720,31 @@ class ModelPromotion(Agent[PromotionObservation]):
                 await self.kb.get_job(payload.job.system, payload.job.job_id)
             except NotFoundError:
                 await self.kb.add_jobs([payload.job])
-            incumbent, model = await self._incumbent(RUNTIME_TARGET)
-            recent = await self._recent(self.policy.window_jobs)
-            if model is not None:
-                live = [j for j in recent if j.end_time and j.end_time > model.trained_until]
-            else:
-                live = recent
-            return PromotionObservation(
-                event=event, kind="finished", incumbent=incumbent, model=model, live_jobs=live
+            if self._counted != str(event.id):
+                self._counted = str(event.id)
+                self._new_jobs += 1
+            observation = PromotionObservation(
+                event=event, kind="finished", new_jobs=self._new_jobs
             )
+            if self._new_jobs < self.policy.evaluate_every:
+                return observation  # not due: nothing heavy on this job
+            return await self._live(observation)
         return None
+
+    async def _live(self, observation: PromotionObservation) -> PromotionObservation:
+        """The observation with the incumbent's live error (the heavy part, off the loop)."""
+        incumbent, model = await self._incumbent(RUNTIME_TARGET)
+        recent = await self._recent(self.policy.window_jobs, observation.event.time)
+        if model is None:
+            return observation.model_copy(update={"incumbent": incumbent, "live_jobs": len(recent)})
+        live = [j for j in recent if j.end_time and j.end_time > model.trained_until]
+        update: dict[str, Any] = {"incumbent": incumbent, "model": model, "live_jobs": len(live)}
+        if incumbent is not None and len(live) >= self.policy.min_live_jobs:
+            metric, validation = _validation(incumbent, self.policy)
+            update["metric"] = metric
+            update["validation_error"] = validation
+            update["live_error"] = await asyncio.to_thread(score, model, live, metric)
+        return observation.model_copy(update=update)
 
     def decide(self, observation: PromotionObservation) -> list[Action]:
         policy = self.policy
@@ -720,26 +769,29 @@ class ModelPromotion(Agent[PromotionObservation]):
                     metric=policy.metric,
                 )
             ]
-        live = observation.live_jobs
-        if len(live) < policy.min_live_jobs or len(live) % policy.evaluate_every:
+        if observation.new_jobs < policy.evaluate_every:
             return []
+        live = observation.live_jobs
+        if live < policy.min_live_jobs:
+            return []  # too few to judge: look again at the next job
         incumbent, model = observation.incumbent, observation.model
         if incumbent is None or model is None:
-            if len(live) < policy.min_train_jobs:
+            if live < policy.min_train_jobs:
                 return []
             return [
                 Retrain(
                     target=RUNTIME_TARGET,
-                    reason=f"no promoted {RUNTIME_TARGET} estimator; {len(live)} finished "
+                    reason=f"no promoted {RUNTIME_TARGET} estimator; {live} finished "
                     "jobs to train a first one",
-                    jobs=len(live),
+                    jobs=live,
                     metric=policy.metric,
-                )
+                ),
+                Evaluated(),
             ]
-        metric, validation = _validation(incumbent, policy)
-        live_error = score(model, live, metric)
+        metric = observation.metric
+        live_error, validation = observation.live_error, observation.validation_error
         if live_error is None or validation is None:
-            return []
+            return [Evaluated()]
         name = metric_name(metric)
         if not drift(live_error, validation, policy):
             return [
@@ -747,34 +799,38 @@ class ModelPromotion(Agent[PromotionObservation]):
                     payload=EstimatorDecision(
                         target=RUNTIME_TARGET,
                         decision="no_drift",
-                        reason=f"live {name} {_value(live_error, metric)} on {len(live)} jobs "
+                        reason=f"live {name} {_value(live_error, metric)} on {live} jobs "
                         f"is within what its validation {name} {_value(validation, metric)} "
                         "allows",
                         estimator_id=incumbent.id,
                         live_error=live_error,
                         validation_error=validation,
-                        jobs=len(live),
+                        jobs=live,
                         metric=metric,
                     )
-                )
+                ),
+                Evaluated(),
             ]
         return [
             Retrain(
                 target=RUNTIME_TARGET,
-                reason=f"drift: live {name} {_value(live_error, metric)} on {len(live)} jobs "
+                reason=f"drift: live {name} {_value(live_error, metric)} on {live} jobs "
                 f"against a validation {name} of {_value(validation, metric)}",
                 live_error=live_error,
                 validation_error=validation,
                 incumbent_id=incumbent.id,
-                jobs=len(live),
+                jobs=live,
                 metric=metric,
-            )
+            ),
+            Evaluated(),  # last: a retried handler finds the evaluation still due
         ]
 
     async def act(self, actions: Sequence[Action], cause: Envelope) -> list[Emit]:
         emits: list[Emit] = []
         for action in actions:
-            if isinstance(action, Retrain):
+            if isinstance(action, Evaluated):
+                self._new_jobs = 0
+            elif isinstance(action, Retrain):
                 emits.extend(await self._retrain(action, cause))
             elif isinstance(action, Emit):
                 emits.append(action)
@@ -826,7 +882,7 @@ class ModelPromotion(Agent[PromotionObservation]):
                     )
                 )
             )
-        recent = await self._recent(policy.window_jobs)
+        recent = await self._recent(policy.window_jobs, cause.time)
         incumbent, model = await self._incumbent(action.target)
         pool = recent
         if model is not None:
@@ -852,7 +908,7 @@ class ModelPromotion(Agent[PromotionObservation]):
                 )
             )
             return emits
-        newest = max((j.end_time for j in pool if j.end_time), default=datetime.now(UTC))
+        newest = max((j.end_time for j in pool if j.end_time), default=cause.time)
         trained: list[Shadowed] = []
         declined: list[str] = []
         for trainer in self.trainers[action.target]:
@@ -931,7 +987,7 @@ class ModelPromotion(Agent[PromotionObservation]):
                     training_rows=len(train),
                     artifact_path=str(path),
                     features=shadowed.model.features,
-                    created_at=datetime.now(UTC),
+                    created_at=cause.time,
                     notes=notes,
                 )
             )

@@ -185,6 +185,115 @@ async def test_without_drift_nothing_is_retrained(center: MiniCenter, tmp_path: 
     assert sorted(kinds) == ["no_drift", "no_drift", "promoted"]
 
 
+async def test_a_full_window_evaluates_once_per_evaluate_every_new_jobs_not_on_every_job(
+    center: MiniCenter, tmp_path: Path
+) -> None:
+    """The window holds 60 jobs; with the old ``len(live) % evaluate_every`` a full window
+    (60 % 20 == 0) re-evaluated on every finished job from the 60th on."""
+    rng = random.Random(5)
+    policy = PromotionPolicy(window_jobs=60, evaluate_every=20, min_live_jobs=20)
+    await center.start(ModelPromotion(center.kb, tmp_path / "estimators", policy=policy))
+    await center.kb.add_jobs(
+        [job(n, START + timedelta(minutes=30 * n), rng=rng) for n in range(200)]
+    )
+    await center.publish(EstimatorRetrainRequested(target=RUNTIME_TARGET, reason="first"), "e")
+    await center.settle()
+    same = [job(3000 + n, START + timedelta(days=6, minutes=30 * n), rng=rng) for n in range(100)]
+    await feed(center, same)
+    decisions = await center.recorder.of(EstimatorDecision)
+    evaluations = [d for d in decisions if d.decision == "no_drift"]
+    assert [d.decision for d in decisions].count("promoted") == 1, decisions
+    assert len(evaluations) == 100 // 20
+    assert sorted(d.jobs for d in evaluations)[-2:] == [60, 60]  # the window is full by then
+
+
+def test_decide_is_pure_over_the_numbers_sense_measured() -> None:
+    """No model, no jobs: decide judges the live error it is handed."""
+    from agents.events import Envelope
+    from agents.promotion import Evaluated, PromotionObservation, Retrain
+    from knowledge_base.records import EstimatorRecord
+
+    incumbent = EstimatorRecord(
+        id="inc", kind="loglinear-runtime", target=RUNTIME_TARGET, validation={"log_error": 0.1}
+    )
+    event = Envelope.of(
+        JobFinished(job=job(1, START, rng=random.Random(1))), source="t", correlation_id="j"
+    )
+    agent = ModelPromotion.__new__(ModelPromotion)
+    agent.policy = PromotionPolicy()
+    agent.trainers = {RUNTIME_TARGET: (fit_loglinear,)}
+
+    def observed(new_jobs: int, live_error: float) -> PromotionObservation:
+        return PromotionObservation(
+            event=event,
+            kind="finished",
+            incumbent=incumbent,
+            model=fit_loglinear([job(n, START, rng=random.Random(n)) for n in range(30)]),
+            new_jobs=new_jobs,
+            live_jobs=25,
+            live_error=live_error,
+            validation_error=0.1,
+            metric="log",
+        )
+
+    assert agent.decide(observed(19, 0.9)) == []  # not due yet
+    drifted = agent.decide(observed(20, 0.9))
+    assert [type(a) for a in drifted] == [Retrain, Evaluated]  # reset last: retries redo it
+    assert isinstance(drifted[0], Retrain) and drifted[0].live_error == 0.9
+    calm = agent.decide(observed(20, 0.12))
+    assert isinstance(calm[-1], Evaluated) and len(calm) == 2
+
+
+async def test_the_live_error_is_scored_off_the_event_loop(
+    center: MiniCenter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    import agents.promotion as promotion
+
+    threads: list[str] = []
+    real_score = promotion.score
+
+    def spying(*args: object, **kwargs: object) -> float | None:
+        threads.append(threading.current_thread().name)
+        return real_score(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(promotion, "score", spying)
+    rng = random.Random(9)
+    await center.start(ModelPromotion(center.kb, tmp_path / "estimators"))
+    await center.kb.add_jobs(
+        [job(n, START + timedelta(minutes=30 * n), rng=rng) for n in range(200)]
+    )
+    await center.publish(EstimatorRetrainRequested(target=RUNTIME_TARGET, reason="first"), "e")
+    await center.settle()
+    await feed(
+        center,
+        [job(4000 + n, START + timedelta(days=6, minutes=30 * n), rng=rng) for n in range(20)],
+    )
+    assert threads and threading.main_thread().name not in threads
+
+
+async def test_now_is_the_events_time_so_a_simulation_on_its_own_clock_finds_its_history(
+    center: MiniCenter, tmp_path: Path
+) -> None:
+    """A replay of 2001: 30 days of look-back from the wall clock would find no job."""
+    rng = random.Random(13)
+    then = datetime(2001, 3, 1, tzinfo=UTC)
+    await center.start(ModelPromotion(center.kb, tmp_path / "estimators"))
+    await center.kb.add_jobs(
+        [job(n, then + timedelta(minutes=30 * n), rng=rng) for n in range(200)]
+    )
+    asked_at = then + timedelta(days=5)
+    await center.publish(
+        EstimatorRetrainRequested(target=RUNTIME_TARGET, reason="first"), "e", time=asked_at
+    )
+    await center.settle()
+    [decision] = await center.recorder.of(EstimatorDecision)
+    assert decision.decision == "promoted", decision.reason
+    serving = await center.kb.promoted_estimator(RUNTIME_TARGET)
+    assert serving is not None and serving.created_at == asked_at
+
+
 @given(
     candidate=st.floats(min_value=0, max_value=10),
     incumbent=st.floats(min_value=0, max_value=10),
