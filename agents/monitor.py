@@ -7,7 +7,9 @@ executor for the status of every watched job in one call (``Executor.statuses``:
 
 - ``job.state_changed`` on every state change (first sight included),
 - ``job.progress`` when the job printed a new ``RIGHTSIZE_PROGRESS unit=done/total`` line,
-- ``job.finished`` with the job's record once it ends; the job is then forgotten.
+- ``job.finished`` with the job's record once it ends; the job is then forgotten, but
+  only after the publish succeeded (a failed publish changes nothing: the next poll
+  sees the same changes and publishes the same events again).
 
 Event ids derive from (system, job, what happened), so a monitor restarted after a crash
 re-publishes the same ids and consumers drop the repeats. A poll that fails transiently
@@ -74,22 +76,42 @@ class JobMonitor:
                 raise
             log.warning("%s: job states unavailable, will retry: %s", self.system, exc)
             return events
+        looks: list[_Look] = []
         for job in list(self._jobs.values()):
             status = statuses.get(job.job_id)
             if status is None:
-                events.append(self._state_event(job, _unknown(job.job_id), "no longer known"))
-                del self._jobs[job.job_id]
+                gone = self._state_event(job, _unknown(job.job_id), "no longer known")
+                looks.append(_Look(job, [gone], job.last, job.progress, forget=True))
                 continue
             try:
-                events.extend(await self._look(job, status))
+                looks.append(await self._look(job, status))
             except RightsizeError as exc:
                 if not exc.transient:
                     raise
                 log.warning(
                     "job %s/%s: output unavailable, will retry: %s", self.system, job.job_id, exc
                 )
+        events = [event for look in looks for event in look.events]
         if events:
-            await self.bus.publish_many([Message.of(topic_for(e.type), e) for e in events])
+            # Publish first, remember after: a publish that fails leaves every job as it
+            # was, so the next poll sees the same changes and publishes the same event ids
+            # again (consumers drop repeats); a job is forgotten only once its end is out.
+            try:
+                await self.bus.publish_many([Message.of(topic_for(e.type), e) for e in events])
+            except RightsizeError as exc:
+                if not exc.transient:
+                    raise
+                log.warning(
+                    "%s: publishing %d job event(s) failed, will publish them at the next poll: %s",
+                    self.system,
+                    len(events),
+                    exc,
+                )
+                return []
+        for look in looks:
+            look.job.last, look.job.progress = look.last, look.progress
+            if look.forget:
+                self._jobs.pop(look.job.job_id, None)
         return events
 
     async def run(self, interval_s: float, stop: asyncio.Event) -> None:
@@ -101,12 +123,12 @@ class JobMonitor:
             except TimeoutError:
                 continue
 
-    async def _look(self, job: Watched, status: JobStatus) -> list[Envelope]:
+    async def _look(self, job: Watched, status: JobStatus) -> _Look:
+        """What changed for ``job``; changes nothing (``poll_once`` applies it once published)."""
         progress = parse_progress(await self.executor.output_tail(job.job_id)) or job.progress
         seen = observe(job.last, status, job.progress, progress)
-        job.last, job.progress = status, progress
         if seen is None:
-            return []
+            return _Look(job, [], status, progress, forget=False)
         events = []
         if seen.state_changed:
             events.append(self._state_event(job, status, status.reason, seen.previous_state))
@@ -114,8 +136,7 @@ class JobMonitor:
             events.append(self._progress_event(job, seen.progress))
         if status.finished:
             events.append(self._finished_event(job, status))
-            del self._jobs[job.job_id]
-        return events
+        return _Look(job, events, status, progress, forget=status.finished)
 
     def _envelope(
         self, job: Watched, payload: JobStateChanged | JobProgress | JobFinished, *what: object
@@ -158,6 +179,17 @@ class JobMonitor:
             self.system, f"monitor ({self.executor.backend})", plan_id=job.plan_id
         )
         return self._envelope(job, JobFinished(job=record), "finished")
+
+
+@dataclass(frozen=True)
+class _Look:
+    """One job's poll: the events to publish and what to remember once they are out."""
+
+    job: Watched
+    events: list[Envelope]
+    last: JobStatus | None
+    progress: Progress | None
+    forget: bool
 
 
 def _unknown(job_id: str) -> JobStatus:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.bus.base import BusError, Message
 from agents.bus.memory import InMemoryBus
 from agents.events import Envelope, JobFinished, JobProgress, JobStateChanged, decode_event
 from agents.monitor import JobMonitor
@@ -106,6 +108,48 @@ async def test_a_job_the_executor_forgot_is_reported_unknown_once(tmp_path: Path
         events = await monitor.poll_once()
         assert [e.payload_as(JobStateChanged).state for e in events] == [JobState.UNKNOWN]
         assert monitor.watching == []
+
+
+class _RefusingBus(InMemoryBus):
+    """The in-process bus, whose next ``refusals`` publishes fail as a broker that did not
+    acknowledge does (a transient ``BusError``). A double, because the failure has to land
+    on one chosen publish; the real broker's outage is in ``test_kafka_guarantees``."""
+
+    def __init__(self, refusals: int) -> None:
+        super().__init__()
+        self.refusals = refusals
+
+    async def publish_many(self, messages: Sequence[Message]) -> None:
+        if self.refusals:
+            self.refusals -= 1
+            raise BusError("the broker did not acknowledge in time")
+        await super().publish_many(messages)
+
+
+async def test_a_job_end_whose_publish_failed_is_published_at_the_next_poll(
+    tmp_path: Path,
+) -> None:
+    """The old monitor forgot the job before publishing its end: the end was lost."""
+    clock = ManualClock()
+    cluster = SimulatedCluster(nodes=1, cores_per_node=4, memory_mb_per_node=8000, clock=clock)
+    async with _RefusingBus(refusals=0) as bus:
+        await bus.create_topics([JOBS])
+        monitor = JobMonitor(cluster, bus, system="sim")
+        job_id = await cluster.submit(_request(tmp_path, plan_id="plan-1"))
+        monitor.watch(job_id, plan_id="plan-1")
+        started = await monitor.poll_once()
+        clock.advance(200)  # the job ends (120 s)
+        bus.refusals = 2
+        for _ in range(2):
+            with contextlib.suppress(BusError):  # what the Scheduler's poll loop does
+                assert await monitor.poll_once() == []
+            assert monitor.watching == [job_id]  # still watched: its end is not out yet
+        ended = await monitor.poll_once()
+        assert monitor.watching == []
+        published = await _events(bus, len(started) + len(ended))
+    assert [e.type for e in ended] == ["job.state_changed", "job.progress", "job.finished"]
+    finished = [e.payload_as(JobFinished) for e in published if e.type == "job.finished"]
+    assert [f.job.state for f in finished] == [JobState.COMPLETED]
 
 
 @pytest.mark.slurm
