@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from knowledge_base.importers.slurm import SlurmCommands
 from knowledge_base.records import JobState
 from tests.tools.actuators.conftest import Harness, long_job, quick_job
 from tools.actuators.model import JobRequest, RequestRejected, SubmissionFailed
 from tools.actuators.slurm import SlurmExecutor, parse_jobcomp, render_sbatch
+from tools.actuators.slurm_commands import SlurmCommands
 
 GOLDEN = Path(__file__).parent / "golden"
 
