@@ -19,4 +19,8 @@ if [ "$(id -u)" = 0 ]; then
     eval "$(bash scripts/slurm/start.sh | tail -n 1)"
 fi
 
+# Headless Chromium and chromedriver for the `browser` tests (apt-get on first use, as
+# root; a no-op when both are installed).
+bash scripts/browser/install.sh
+
 .venv/bin/pytest "$@"

@@ -116,6 +116,7 @@ class EventFeed:
         self.jobs: OrderedDict[str, JobLook] = OrderedDict()
         self._keep_jobs = keep_jobs
         self.events_seen = 0
+        self.latest_event_at: datetime | None = None
         self._task: asyncio.Task[None] | None = None
         self._consumer: Consumer | None = None
 
@@ -156,6 +157,8 @@ class EventFeed:
             return  # the agents dead-letter it; their dead letter is what the page shows
         self.events_seen += 1
         payload, at = event.payload, event.time
+        if self.latest_event_at is None or at > self.latest_event_at:
+            self.latest_event_at = at
         if isinstance(payload, JobStateChanged):
             self._job_state(payload, at)
         elif isinstance(payload, JobProgress):

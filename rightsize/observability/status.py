@@ -149,7 +149,10 @@ def _agent_view(health: AgentHealth) -> AgentView:
 
 def _plan_view(plan: Plan, feed: EventFeed | None, now: datetime) -> PlanView:
     segments = []
+    submitted = {s.index for s in plan.segments if s.job_id is not None}
     for segment in plan.segments:
+        if segment.job_id is None and segment.index in submitted:
+            continue  # the ledger's planned entry, now shown by its submissions
         look = feed.jobs.get(segment.job_id) if feed is not None and segment.job_id else None
         elapsed = None
         if look is not None and look.running_since is not None:
@@ -169,6 +172,7 @@ def _plan_view(plan: Plan, feed: EventFeed | None, now: datetime) -> PlanView:
                 progress=look.progress if look is not None else None,
             )
         )
+    segments.sort(key=lambda s: s.index)  # stable: a segment's attempts stay in order
     return PlanView(
         id=plan.id,
         user=plan.user,
@@ -221,14 +225,24 @@ def read_simulations(directory: Path | None, *, keep: int = 5) -> list[Simulatio
             log.warning("status: skipping simulation report %s: %s", path, exc)
             continue
         runs = data.get("runs", [data]) if isinstance(data, dict) else []
-        rows = [
-            {k: v for k, v in run.items() if isinstance(v, str | int | float) or v is None}
-            for run in runs
-            if isinstance(run, dict)
-        ]
+        rows = [_summary(run) for run in runs if isinstance(run, dict)]
         written = datetime.fromtimestamp(path.stat().st_mtime, UTC)
         views.append(SimulationView(name=path.stem, written_at=written, runs=rows))
     return views
+
+
+_SIMULATION_KEYS = (
+    "trace", "policy", "estimate", "order", "jobs", "mean_wait_s", "p90_wait_s",
+    "mean_bsld", "utilization", "killed",
+)  # fmt: skip
+
+
+def _summary(run: dict[str, object], most: int = 10) -> dict[str, str | float | int | None]:
+    """A run's headline figures: the known ones first, then others, ``most`` in all."""
+    plain = {k: v for k, v in run.items() if isinstance(v, str | int | float) or v is None}
+    keys = [k for k in _SIMULATION_KEYS if k in plain]
+    keys += [k for k in plain if k not in keys]
+    return {k: plain[k] for k in keys[:most]}
 
 
 async def _read_kb(kb: KnowledgeBase) -> tuple[list[Plan], list[EstimatorRecord]]:
@@ -266,11 +280,14 @@ async def collect_status(
     jobs: dict[str, int] = {}
     for (state, _), count in job_counts(plans).items():
         jobs[state] = jobs.get(state, 0) + count
+    # A simulated cluster's clock may run ahead of the wall clock: its jobs' elapsed time
+    # is measured on the latest time the bus carried.
+    jobs_now = max(now, feed.latest_event_at) if feed and feed.latest_event_at else now
     snapshot = StatusSnapshot(
         generated_at=now,
         parts_up=parts_up,
         agents=[_agent_view(h) for h in agents],
-        plans=[_plan_view(p, feed, now) for p in sorted(shown, key=lambda p: p.created_at)],
+        plans=[_plan_view(p, feed, jobs_now) for p in sorted(shown, key=lambda p: p.created_at)],
         failures=list(reversed(feed.failures)) if feed is not None else [],
         decisions=list(reversed(feed.decisions)) if feed is not None else [],
         estimators=_estimator_views(estimators, feed),
