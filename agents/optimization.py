@@ -121,6 +121,7 @@ def remaining_work(
                         low=min(point, runtime.low * ratio),
                         high=max(point, runtime.high * ratio),
                         coverage=runtime.coverage,
+                        coverage_basis="assumed",  # rescaled: not what was measured
                     ),
                     "label": f"{estimate.label}; rescaled to the observed pace",
                 }

@@ -208,7 +208,8 @@ class LogLinearRuntime(BaseModel):
     def interval(self, point_s: float) -> Interval:
         low = point_s * math.exp(min(0.0, self.residual_low))
         high = point_s * math.exp(max(0.0, self.residual_high))
-        return Interval(point=point_s, low=low, high=high, coverage=0.8)
+        # 10th-90th percentiles of its own training residuals: not calibrated held out.
+        return Interval(point=point_s, low=low, high=high, coverage=0.8, coverage_basis="in_sample")
 
     def what_if(
         self, *, application: str | None, cores: int, requested_s: int | None, now: datetime
@@ -368,6 +369,7 @@ class HistoryRuntime:
             low=min(point, interval.low),
             high=max(point, interval.high),
             coverage=interval.coverage,
+            coverage_basis=interval.coverage_basis,
         )
 
     def with_trained_until(self, when: datetime) -> HistoryRuntime:
@@ -503,7 +505,9 @@ class RegistryRuntimeEstimator:
             now=self.now or datetime.now(UTC),
         )
         high_mb = float(workload.memory_mb) if workload.memory_mb else memory_share_mb(candidate)
-        memory = Interval(point=high_mb * 0.8, low=high_mb * 0.5, high=high_mb, coverage=0.8)
+        memory = Interval(
+            point=high_mb * 0.8, low=high_mb * 0.5, high=high_mb, coverage_basis="assumed"
+        )
         metric = "log_error" if "log_error" in self.record.validation else "mape"
         return ResourceEstimate(
             option=candidate.option(runtime, memory),

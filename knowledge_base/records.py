@@ -19,6 +19,7 @@ from knowledge_base.workload import DurationS, WorkloadSpec
 __all__ = [
     "CascadeSegment",
     "Cost",
+    "CoverageBasis",
     "EstimatorRecord",
     "EstimatorStatus",
     "Interval",
@@ -44,6 +45,18 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+CoverageBasis = Literal["held_out", "in_sample", "assumed"]
+"""What an interval's ``coverage`` rests on.
+
+- ``held_out``: calibrated on data the estimator was not fitted on (conformal or
+  leave-one-out error quantiles): the coverage was measured;
+- ``in_sample``: quantiles of the estimator's residuals on its own training data: the
+  coverage is optimistic, real coverage is usually lower;
+- ``assumed``: fixed multipliers around a point (x0.85-x1.4...), never measured: the
+  coverage is a label, not a probability.
+"""
+
+
 class Interval(_Model):
     """A point estimate with the interval it probably falls in."""
 
@@ -52,6 +65,12 @@ class Interval(_Model):
     high: float = Field(ge=0)
     coverage: float = Field(
         default=0.8, gt=0, le=1, description="Intended probability that the truth is in [low, high]"
+    )
+    coverage_basis: CoverageBasis = Field(
+        default="assumed",
+        description="What the coverage rests on: held_out (measured on data the estimator "
+        "was not fitted on), in_sample (its own training residuals: optimistic), assumed "
+        "(fixed multipliers: never measured)",
     )
 
     @model_validator(mode="after")

@@ -61,8 +61,13 @@ def reestimate(estimate: ResourceEstimate, projected_run_s: float) -> ResourceEs
     high = max(projected_run_s, runtime.high * ratio)
     return estimate.model_copy(
         update={
+            # Rescaled by the observed pace: the width is kept, its coverage is not measured.
             "runtime_s": Interval(
-                point=projected_run_s, low=low, high=high, coverage=runtime.coverage
+                point=projected_run_s,
+                low=low,
+                high=high,
+                coverage=runtime.coverage,
+                coverage_basis="assumed",
             ),
             "label": f"{estimate.label or estimate.estimator_id}; re-estimated at the observed "
             f"pace (x{ratio:.2f})",

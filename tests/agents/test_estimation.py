@@ -40,6 +40,7 @@ from knowledge_base.records import (
 from knowledge_base.seed import load_seed_catalog
 from knowledge_base.workload import GenericJob, WorkloadSpec
 from tests.agents.harness import TEST_SYSTEM, MiniCenter, dnn_spec, make_plan
+from tools.planning.analytic import ANALYTIC_ID
 from tools.planning.estimation import Candidate, NoEstimate
 from tools.planning.whatif import enumerate_candidates
 
@@ -257,3 +258,56 @@ async def test_the_history_estimator_predicts_a_request_as_submitted_at_its_time
     assert observation is not None
     [history] = [e for e in observation.chain if isinstance(e, HistoryRuntimeEstimator)]
     assert history.now_s == asked_at.timestamp()
+
+
+async def test_each_interval_says_what_its_coverage_rests_on(
+    center: MiniCenter, tmp_path: Path
+) -> None:
+    """Fixed multipliers are 'assumed', training residuals 'in_sample': neither may pass for a
+    measured 80%. (Before, every interval just said coverage=0.8.)"""
+    profiled = ProfiledWorkloadEstimator(PROFILE.model, (PROFILE,))
+    estimate = profiled.estimate(dnn_spec().workload, candidate())
+    assert not isinstance(estimate, NoEstimate)
+    assert estimate.runtime_s.coverage_basis == "assumed"
+    assert estimate.memory_mb.coverage_basis == "assumed"
+
+    await _register(center, tmp_path, "runtime-a", 1.0)  # a log-linear model
+    await center.start(ResourceEstimation(center.kb))
+    generic = WorkloadSpec(
+        name="md", user="u", workload=GenericJob(application="lmp", cores=2, walltime_s=3600)
+    )
+    zoo = dnn_spec().model_copy(
+        update={"workload": dnn_spec().workload.model_copy(update={"model": "resnet50"})}
+    )
+    await center.publish(EstimateRequested(plan_id="g", spec=generic), "g")
+    await center.publish(EstimateRequested(plan_id="z", spec=zoo), "z")
+    await center.settle()
+    answers = {r.plan_id: r for r in await center.recorder.of(EstimateReady)}
+    promoted = [e for e in answers["g"].estimates if e.estimator_id == "runtime-a"]
+    assert promoted and {e.runtime_s.coverage_basis for e in promoted} == {"in_sample"}
+    assert {e.memory_mb.coverage_basis for e in promoted} == {"assumed"}
+    analytic = [e for e in answers["z"].estimates if e.estimator_id == ANALYTIC_ID]
+    assert analytic and {e.runtime_s.coverage_basis for e in analytic} == {"assumed"}
+
+
+def test_the_history_estimators_interval_is_calibrated_held_out() -> None:
+    from tools.estimators.history import HistoryPrediction
+
+    prediction = HistoryPrediction(
+        runtime_estimate_s=100.0,
+        runtime_p50_s=100.0,
+        runtime_safe_s=300.0,
+        safe_coverage=0.96,
+        source="model",
+        model_version=1,
+        trained_on_jobs=1000,
+    )
+    interval = prediction.runtime_interval()
+    assert (interval.coverage, interval.coverage_basis) == (0.96, "held_out")
+
+
+def test_an_interval_stored_before_the_basis_existed_reads_as_assumed() -> None:
+    from knowledge_base.records import Interval
+
+    old = Interval.model_validate_json('{"point": 10, "low": 5, "high": 20, "coverage": 0.8}')
+    assert old.coverage_basis == "assumed"

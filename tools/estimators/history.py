@@ -245,8 +245,13 @@ class HistoryPrediction(BaseModel):
     def runtime_interval(self) -> Interval:
         """As the knowledge base's interval: the estimate, within [0, safe] at its coverage."""
         high = max(self.runtime_safe_s, self.runtime_estimate_s)
+        # The safe value's weight is calibrated on jobs the snapshot was not trained on.
         return Interval(
-            point=self.runtime_estimate_s, low=0.0, high=high, coverage=self.safe_coverage
+            point=self.runtime_estimate_s,
+            low=0.0,
+            high=high,
+            coverage=self.safe_coverage,
+            coverage_basis="held_out",
         )
 
 

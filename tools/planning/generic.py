@@ -49,7 +49,9 @@ def memory_share_mb(candidate: Candidate) -> float:
 
 def _memory(workload: GenericJob, candidate: Candidate) -> Interval:
     high = float(workload.memory_mb) if workload.memory_mb else memory_share_mb(candidate)
-    return Interval(point=high * GUESS_MEMORY_POINT, low=high * 0.5, high=high, coverage=0.8)
+    return Interval(
+        point=high * GUESS_MEMORY_POINT, low=high * 0.5, high=high, coverage_basis="assumed"
+    )
 
 
 class GuessFallbackEstimator:
@@ -69,7 +71,9 @@ class GuessFallbackEstimator:
             )
         guess = float(workload.walltime_s)
         low, high = GUESS_RUNTIME_SPREAD
-        runtime = Interval(point=guess, low=guess * low, high=guess * high, coverage=0.8)
+        runtime = Interval(
+            point=guess, low=guess * low, high=guess * high, coverage_basis="assumed"
+        )
         memory = _memory(workload, candidate)
         return ResourceEstimate(
             option=candidate.option(runtime, memory),
@@ -133,12 +137,15 @@ class HistoryRuntimeEstimator:
                 low=runtime.low,
                 high=runtime.high,
                 coverage=runtime.coverage,
+                coverage_basis=runtime.coverage_basis,
             )
         if prediction.memory_safe_kb_per_proc is not None:
             per_node = candidate.cores_per_node / 1024
             mem_point = (prediction.memory_p50_kb_per_proc or 0.0) * per_node
             mem_high = max(prediction.memory_safe_kb_per_proc * per_node, mem_point)
-            memory = Interval(point=mem_point, low=mem_point * 0.5, high=mem_high, coverage=0.8)
+            memory = Interval(
+                point=mem_point, low=mem_point * 0.5, high=mem_high, coverage_basis="assumed"
+            )
         else:
             memory = _memory(workload, candidate)
         return ResourceEstimate(

@@ -148,6 +148,7 @@ class GPURooflineEstimator:
             low=min(point, STARTUP_S + steps * step_s / (1 + max(q90, 0.0))),
             high=max(point, STARTUP_S + steps * step_s / (1 + min(q10, 0.0))),
             coverage=0.8,
+            coverage_basis="held_out",  # leave-one-GPU-out error quantiles
         )
         option = base.option.model_copy(update={"walltime_s": max(1, math.ceil(runtime.high))})
         return base.model_copy(
