@@ -14,8 +14,9 @@ Two kinds of figures:
   (``estimator.decision``), promotions (``estimator.promoted``). An event is emitted by
   one agent once, so in a center of one process per agent each figure comes from the one
   process that decides it and Prometheus sums them without double counting.
-- **read at scrape time** (``await metrics.refresh(kb, runners)``): the runners' health
-  and consumer lag, plans by state, jobs by state and partition, estimators by status.
+- **read at scrape time** (``await metrics.refresh(kb, runners, bus)``): the runners'
+  health and consumer lag, plans by state, jobs by state and partition, estimators by
+  status, and whether the broker answers (``Bus.probe``, one metadata round trip).
   Each part is bounded by ``timeout_s``: a knowledge base or broker that does not answer
   in time is reported down (``rightsize_up{part=...} 0``) and the scrape answers anyway
   with the last values it has and their age. A query that outlives a scrape is not
@@ -35,6 +36,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from agents.bus.base import Bus
 from agents.events import EstimatorDecision, EstimatorPromoted, PlanFinished, ScheduleDecision
 from agents.runtime import AgentRunner, Handled
 from knowledge_base.records import Plan, PlanStatus
@@ -243,7 +245,10 @@ class CenterMetrics:
     # -- read at scrape time -----------------------------------------------------------------
 
     async def refresh(
-        self, kb: KnowledgeBase | None, runners: Sequence[AgentRunner] = ()
+        self,
+        kb: KnowledgeBase | None,
+        runners: Sequence[AgentRunner] = (),
+        bus: Bus | None = None,
     ) -> dict[str, bool]:
         """Read what scrapes show; returns which parts answered within ``timeout_s``."""
         for runner in runners:
@@ -254,8 +259,8 @@ class CenterMetrics:
         parts: dict[str, Callable[[], Awaitable[None]]] = {}
         if kb is not None:
             parts["knowledge_base"] = lambda: self._read_kb(kb)
-        if runners:
-            parts["bus"] = lambda: self._probe_bus(runners)
+        if bus is not None:
+            parts["bus"] = bus.probe
         names = list(parts)
         answered = await asyncio.gather(*(self._bounded(n, parts[n]) for n in names))
         return dict(zip(names, answered, strict=True))
@@ -290,13 +295,6 @@ class CenterMetrics:
         tally = Tally((e.target, str(e.status)) for e in estimators)
         for (target, status), count in tally.items():
             self.estimators.labels(target, status).set(count)
-
-    async def _probe_bus(self, runners: Sequence[AgentRunner]) -> None:
-        """Ask the broker for the consumer lag (end offsets): a real round trip on Kafka."""
-        for runner in runners:
-            lag = await runner.lag()
-            if lag:
-                self.consumer_lag.labels(runner.name).set(sum(lag.values()))
 
     def exposition(self) -> bytes:
         """The registry in Prometheus' text format."""

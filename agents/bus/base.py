@@ -210,6 +210,11 @@ class Bus(abc.ABC):
         else:
             await self.publish_many([Message(topic, message, key)])
 
+    async def probe(self) -> None:
+        """One round trip to the broker (health checks, metrics); raises ``BusError`` when
+        it does not answer. The in-process bus has nothing to ask."""
+        return None  # overridden by buses with a broker to ask
+
     @abc.abstractmethod
     def consumer(self, topics: Sequence[str], *, group_id: str) -> Consumer:
         """A (not yet started) member of ``group_id`` subscribed to ``topics``."""

@@ -213,6 +213,16 @@ class KafkaBus(Bus):
         except KafkaError as exc:
             raise _bus_error(exc, f"publish of {len(messages)} messages failed") from exc
 
+    async def probe(self) -> None:
+        """Ask a broker for the cluster's metadata (not the client's cached copy)."""
+        producer = self._producer
+        if producer is None:
+            raise BusClosedError("the Kafka bus is not started (use `async with bus:`)")
+        try:
+            await producer.client.fetch_all_metadata()
+        except KafkaError as exc:
+            raise _bus_error(exc, "metadata request failed") from exc
+
     def consumer(self, topics: Sequence[str], *, group_id: str) -> KafkaConsumer:
         return KafkaConsumer(self.settings, topics, group_id)
 

@@ -95,6 +95,7 @@ async def observing(
             kb=center.kb,
             runners=lambda: list(center.runners.values()),
             feed=feed,
+            bus=center.bus,
             metrics=metrics,
             simulations_dir=options.simulations_dir,
             timeout_s=options.timeout_s,

@@ -34,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from agents.bus.base import Bus
 from agents.metrics import CONTENT_TYPE, CenterMetrics
 from agents.runtime import AgentRunner
 from knowledge_base.errors import InvalidInputError
@@ -87,6 +88,7 @@ class Observed:
     kb: KnowledgeBase | None
     runners: Callable[[], Sequence[AgentRunner]] = lambda: ()
     feed: EventFeed | None = None
+    bus: Bus | None = None
     metrics: CenterMetrics = field(default_factory=CenterMetrics)
     simulations_dir: Path | None = None
     timeout_s: float = 2.0
@@ -96,12 +98,13 @@ class Observed:
             self.kb,
             [r.health() for r in self.runners()],
             self.feed,
+            bus=self.bus,
             simulations_dir=self.simulations_dir,
             timeout_s=self.timeout_s,
         )
 
     async def scrape(self) -> bytes:
-        await self.metrics.refresh(self.kb, self.runners())
+        await self.metrics.refresh(self.kb, self.runners(), self.bus)
         return self.metrics.exposition()
 
 

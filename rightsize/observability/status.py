@@ -18,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from agents.bus.base import Bus
 from agents.metrics import job_counts, plan_counts
 from agents.runtime import AgentHealth
 from knowledge_base.records import EstimatorRecord, EstimatorStatus, Plan, PlanStatus
@@ -245,6 +246,18 @@ def _summary(run: dict[str, object], most: int = 10) -> dict[str, str | float | 
     return {k: plain[k] for k in keys[:most]}
 
 
+_DOWN = object()
+
+
+async def _bounded(part: str, read: Awaitable[object], timeout_s: float) -> object:
+    """``read``'s answer, or ``_DOWN`` (logged) when it fails or outlasts ``timeout_s``."""
+    try:
+        return await asyncio.wait_for(read, timeout_s)
+    except (TimeoutError, Exception) as exc:
+        log.warning("status: %s did not answer: %s", part, exc or "timeout")
+        return _DOWN
+
+
 async def _read_kb(kb: KnowledgeBase) -> tuple[list[Plan], list[EstimatorRecord]]:
     return await kb.list_plans(), await kb.list_estimators()
 
@@ -254,22 +267,27 @@ async def collect_status(
     agents: Sequence[AgentHealth] = (),
     feed: EventFeed | None = None,
     *,
+    bus: Bus | None = None,
     simulations_dir: Path | None = None,
     recent_plans: int = 20,
     timeout_s: float = 2.0,
 ) -> StatusSnapshot:
     """The whole picture (the operator's); ``for_viewer`` narrows it for a user."""
     now = datetime.now(UTC)
-    parts_up: dict[str, bool] = {}
+    reads: dict[str, Awaitable[object]] = {}
+    if kb is not None:
+        reads["knowledge_base"] = _read_kb(kb)
+    if bus is not None:
+        reads["bus"] = bus.probe()
+    results = await asyncio.gather(
+        *(_bounded(part, read, timeout_s) for part, read in reads.items())
+    )
+    answered = dict(zip(reads, results, strict=True))
+    parts_up = {part: result is not _DOWN for part, result in answered.items()}
     plans: list[Plan] = []
     estimators: list[EstimatorRecord] = []
-    if kb is not None:
-        try:
-            plans, estimators = await asyncio.wait_for(_read_kb(kb), timeout_s)
-            parts_up["knowledge_base"] = True
-        except (TimeoutError, Exception) as exc:
-            log.warning("status: knowledge base did not answer: %s", exc or "timeout")
-            parts_up["knowledge_base"] = False
+    if parts_up.get("knowledge_base"):
+        plans, estimators = answered["knowledge_base"]  # type: ignore[misc]
     shown = [p for p in plans if p.status in IN_FLIGHT]
     ended = sorted(
         (p for p in plans if p.status not in IN_FLIGHT and p.status != PlanStatus.DRAFT),

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agents.bus.base import Message
+from agents.bus.kafka import KafkaBus
 from agents.bus.memory import InMemoryBus
 from agents.events import (
     EstimatorDecision,
@@ -24,7 +25,7 @@ from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import CascadeSegment, Plan, PlanStatus
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from knowledge_base.store import KnowledgeBase
-from tests.agents.conftest import wait_for
+from tests.agents.conftest import TansuBroker, kafka_settings, unique, wait_for
 from tests.agents.harness import generic_spec, make_plan
 from tests.agents.test_runtime import FAST, IN, Echo, ping
 
@@ -247,3 +248,34 @@ async def test_a_scrape_during_an_outage_answers_in_time_with_the_outage_visible
     assert kb.calls == 1  # the second scrape waited on the same query, not a new one
     for task in metrics._inflight.values():
         task.cancel()
+
+
+@pytest.mark.kafka
+async def test_a_scrape_during_a_broker_outage_answers_in_time_with_the_bus_down(
+    tansu_factory: Callable[[], TansuBroker], tmp_path: Path
+) -> None:
+    broker = tansu_factory()
+    broker.start()
+    topic = unique("in")
+    metrics = CenterMetrics(timeout_s=1.0)
+    agent = Echo()
+    agent.topics = (topic,)
+    async with (
+        SQLiteKnowledgeBase(tmp_path / "kb.db") as kb,
+        KafkaBus(kafka_settings(broker.bootstrap)) as bus,
+    ):
+        await bus.create_topics([topic], partitions=1)
+        async with AgentRunner(agent, bus, kb, FAST, observe=metrics.observe) as runner:
+            await wait_for(lambda: runner.health().partitions, timeout_s=30, what="assignment")
+            up = await metrics.refresh(kb, [runner], bus)
+            assert up == {"knowledge_base": True, "bus": True}
+
+            broker.stop()
+            for _ in range(2):  # the second scrape waits on the first's probe, not a new one
+                started = time.monotonic()
+                answered = await metrics.refresh(kb, [runner], bus)
+                assert time.monotonic() - started < 3
+                assert answered == {"knowledge_base": True, "bus": False}
+            assert value(metrics, "rightsize_up", part="bus") == 0
+            assert value(metrics, "rightsize_up", part="knowledge_base") == 1
+            broker.start()  # let the runner and the bus leave cleanly

@@ -219,3 +219,28 @@ def test_metrics_of_the_status_app_come_from_its_own_registry() -> None:
     first = Observed(kb=None)
     second = Observed(kb=None, metrics=CenterMetrics())
     assert first.metrics.registry is not second.metrics.registry
+
+
+class SilentBroker(InMemoryBus):
+    """The in-process bus, except that its broker never answers a probe (an outage)."""
+
+    async def probe(self) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_a_broker_outage_shows_on_the_page_and_in_metrics_without_hanging(
+    kb: KnowledgeBase,
+) -> None:
+    observed = Observed(kb=kb, feed=feed_with_events(), bus=SilentBroker(), timeout_s=0.3)
+    app = status_app(observed, Access())
+    async with client(app, LOOPBACK) as http:
+        started = time.monotonic()
+        status = (await http.get("/api/status")).json()
+        metrics = (await http.get("/metrics")).text
+        took_s = time.monotonic() - started
+    assert took_s < 5
+    assert status["parts_up"] == {"knowledge_base": True, "bus": False}
+    assert 'rightsize_up{part="bus"} 0.0' in metrics
+    assert 'rightsize_plans{state="running"} 1.0' in metrics  # the rest still answers
+    for task in observed.metrics._inflight.values():
+        task.cancel()
