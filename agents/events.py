@@ -321,6 +321,12 @@ class PlanRequested(Payload):
     approval: Literal["auto", "user"] | None = Field(
         default=None, description="Choose automatically or wait for plan.decision; None: default"
     )
+    confirmed: Plan | None = Field(
+        default=None,
+        description="The plan the user confirmed (MCP submit_plan, rightsize submit): the "
+        "plane hands exactly it to the Scheduler, inferring and re-planning nothing before "
+        "it runs; None: plan the request",
+    )
 
 
 @register_event("estimate.requested")

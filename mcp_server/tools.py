@@ -11,9 +11,9 @@ answered as not found, never shown.
     estimate_resources     read-only     a WorkloadSpec's estimates, or a PyTorch model file's
     what_if                read-only     every option, ranked, with every infeasible reason
     build_plan             writes        the recommended plan, stored as the caller's draft
-    submit_plan            writes        hand a draft to the Intelligence Plane (confirm=true)
+    submit_plan            writes        run exactly the option the user confirmed (confirm=true)
     get_plan_status        read-only     a plan and its jobs as the executor sees them
-    cancel_plan            destructive   cancel a plan and its running jobs
+    cancel_plan            destructive   ask the Scheduler to cancel a plan and its jobs
     explain_infeasibility  read-only     why options (or a plan) cannot run, closest first
     get_job_history        read-only     the caller's finished jobs
 """
@@ -38,19 +38,17 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agents.bus.base import Message
-from agents.events import Envelope, PlanRequested, event_id_for
-from agents.scheduler import update_plan
-from agents.topics import topic_for
+from agents import ledger
 from knowledge_base.catalog import NodeType, Partition, System
-from knowledge_base.errors import ConflictError, InvalidInputError, NotFoundError, RightsizeError
-from knowledge_base.records import JobRecord, Plan, PlanStatus, ResourceEstimate
+from knowledge_base.errors import InvalidInputError, RightsizeError
+from knowledge_base.records import Cost, JobRecord, Plan, PlanStatus, ResourceEstimate
 from knowledge_base.store import JobQuery
 from knowledge_base.workload import DNNTraining, GenericJob, Objective, WorkloadSpec
 from mcp_server.auth import current_user
 from mcp_server.context import AppContext
 from tools.actuators.model import JobStatus
 from tools.planning.builder import BuildContext, PlanningConfig
+from tools.planning.confirm import Confirmation
 from tools.planning.results import Infeasible, PlanSummary
 from tools.planning.selector import Selection
 from tools.planning.service import gather_estimators, plan_workload
@@ -86,7 +84,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FINAL = {PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED}
 MODEL_FILE_MAX_CHARS = 200_000
 
 # Bounds on what one request may ask for. The domain model has no upper limits (a trace may
@@ -477,7 +474,8 @@ async def build_plan(request: BuildPlanInput, app: AppContext, user: str) -> Bui
         infeasible=report.infeasible[:5],
         notes=report.notes,
         next_step=(
-            f"submit_plan with plan_id={plan_id!r} and confirm=true once the user agrees"
+            f"submit_plan with plan_id={plan_id!r}, the option_id, walltime_s and cost the "
+            "user agreed to (recommended or an alternative), and confirm=true"
             if plan_id
             else "explain_infeasibility says why nothing fits; relax a goal or a size"
         ),
@@ -542,13 +540,7 @@ async def explain_infeasibility(
 
 async def owned_plan(app: AppContext, plan_id: str, user: str) -> Plan:
     """The caller's plan; someone else's is not found (its existence is not disclosed)."""
-    try:
-        plan = await app.kb.get_plan(plan_id)
-    except NotFoundError:
-        plan = None
-    if plan is None or plan.user != user:
-        raise NotFoundError(f"plan_id: you have no plan {plan_id!r}")
-    return plan
+    return await ledger.owned_plan(app.kb, plan_id, user)
 
 
 class PlanIdInput(_Input):
@@ -557,70 +549,54 @@ class PlanIdInput(_Input):
 
 class SubmitPlanInput(PlanIdInput):
     confirm: bool = Field(description="Must be true: the user agreed to spend allocation on it")
+    option_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="The option the user confirmed (build_plan's recommended or an "
+        "alternative's option_id); default: the draft's recommended option",
+    )
+    walltime_s: int | None = Field(
+        default=None, ge=1, description="The walltime per job the user saw; checked if given"
+    )
+    cost: float | None = Field(
+        default=None, ge=0, description="The expected cost the user saw; checked if given"
+    )
     request_text: str = Field(
-        default="", max_length=2000, description="The request in the user's words, for goals"
+        default="", max_length=2000, description="The request in the user's words, for the log"
     )
 
 
 class SubmitPlanResult(_Result):
     plan_id: str
     status: PlanStatus
+    option_id: str | None
+    walltime_s: int | None
+    cost: Cost | None
     submitted: bool
     already_submitted: bool
     event_id: str
     message: str
 
 
-def submission_event(plan: Plan, text: str) -> Envelope:
-    """The plan.requested event for ``plan``; its id depends only on the plan id, so a
-    retried submission is the same event and the agents handle it once."""
-    return Envelope.of(
-        PlanRequested(plan_id=plan.id, spec=plan.spec, text=text, approval="auto"),
-        source="mcp_server",
-        correlation_id=plan.id,
-        id=event_id_for("mcp_server", "plan.requested", plan.id),
-    )
-
-
 async def submit_plan(request: SubmitPlanInput, app: AppContext, user: str) -> SubmitPlanResult:
+    """Submit exactly the option the user confirmed, or refuse with why it no longer fits."""
     if request.confirm is not True:
         raise InvalidInputError(
             "submitting spends the user's allocation: ask them, then pass confirm=true",
             field="confirm",
             value=request.confirm,
         )
-    plan = await owned_plan(app, request.plan_id, user)
-    if plan.status in FINAL:
-        raise ConflictError(f"plan_id: plan {plan.id!r} is {plan.status.value}; build a new one")
-    event = submission_event(plan, request.request_text)
-    if plan.status != PlanStatus.DRAFT:
-        return SubmitPlanResult(
-            plan_id=plan.id,
-            status=plan.status,
-            submitted=True,
-            already_submitted=True,
-            event_id=str(event.id),
-            message="already with the Intelligence Plane; get_plan_status follows it",
-        )
-    if app.bus is None:
-        raise InvalidInputError(
-            "no agents listen to this server (run `rightsize mcp --center`, or set "
-            "RIGHTSIZE_KAFKA_BOOTSTRAP to the center's Kafka); nothing was submitted",
-            field="plan_id",
-            value=plan.id,
-        )
-    # One write, keyed by a deterministic event id: a retry republishes the same event,
-    # which the agents' processed-event ledger handles once; nothing partial is stored.
-    await app.bus.publish_many([Message.of(topic_for(event.type), event)])
-    return SubmitPlanResult(
-        plan_id=plan.id,
-        status=plan.status,
-        submitted=True,
-        already_submitted=False,
-        event_id=str(event.id),
-        message="handed to the Intelligence Plane (plan.requested); it re-checks estimates "
-        "and queues, then the Scheduler submits; get_plan_status follows it",
+    outcome = await ledger.submit_confirmed(
+        app.kb,
+        app.bus,
+        request.plan_id,
+        user,
+        Confirmation(option_id=request.option_id, walltime_s=request.walltime_s, cost=request.cost),
+        rates=app.deps.rates,
+        text=request.request_text,
     )
+    return SubmitPlanResult.model_validate(outcome.model_dump())
 
 
 class PlanStatusResult(_Result):
@@ -650,43 +626,30 @@ async def get_plan_status(request: PlanIdInput, app: AppContext, user: str) -> P
 
 class CancelPlanInput(PlanIdInput):
     reason: str = Field(default="cancelled by the user", min_length=1, max_length=500)
+    wait_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=60,
+        description="Wait this long for the Scheduler to confirm (0: return once asked)",
+    )
 
 
 class CancelPlanResult(_Result):
     plan_id: str
-    status: PlanStatus
-    cancelled_jobs: list[str]
+    status: PlanStatus = Field(description="As stored when the call returns")
     already_final: bool
+    requested: bool = Field(description="The cancellation was handed to the Scheduler")
+    jobs_in_flight: list[str] = Field(description="Jobs the Scheduler is cancelling")
+    event_id: str | None
+    message: str
 
 
 async def cancel_plan(request: CancelPlanInput, app: AppContext, user: str) -> CancelPlanResult:
-    plan = await owned_plan(app, request.plan_id, user)
-    if plan.status in FINAL:
-        return CancelPlanResult(
-            plan_id=plan.id, status=plan.status, cancelled_jobs=[], already_final=True
-        )
-    cancelled: list[str] = []
-    running = [s.job_id for s in plan.segments if s.job_id and s.state not in _DONE_STATES]
-    if plan.option is not None and running:
-        executor = app.deps.open_executor(await app.kb.get_system(plan.option.system))
-        for job_id in running:
-            await executor.cancel(job_id)
-            cancelled.append(job_id)
-
-    def change(current: Plan) -> Plan | None:
-        if current.status in FINAL:
-            return None
-        return current.model_copy(
-            update={"status": PlanStatus.CANCELLED, "reason": f"{request.reason} (by {user})"}
-        )
-
-    stored = await update_plan(app.kb, plan.id, change)
-    return CancelPlanResult(
-        plan_id=plan.id, status=stored.status, cancelled_jobs=cancelled, already_final=False
+    """Ask the Scheduler (the ledger's one writer) to cancel the plan and its jobs."""
+    outcome = await ledger.request_cancel(
+        app.kb, app.bus, request.plan_id, user, request.reason, wait_s=request.wait_s
     )
-
-
-_DONE_STATES = {"completed", "failed", "cancelled", "timeout", "out_of_memory", "node_fail"}
+    return CancelPlanResult.model_validate(outcome.model_dump())
 
 
 # -- job history ------------------------------------------------------------------------
@@ -771,8 +734,9 @@ TOOLS: dict[str, tuple[Impl, type[BaseModel], type[BaseModel], ToolAnnotations, 
         SubmitPlanInput,
         SubmitPlanResult,
         ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True),
-        "Hand a draft plan to the Intelligence Plane to run; spends allocation, so it "
-        "needs confirm=true after the user agreed. Retrying is safe.",
+        "Run exactly the option of a draft plan the user confirmed (option_id, walltime_s, "
+        "cost as shown); refused with the reason if it no longer fits. Spends allocation, "
+        "so it needs confirm=true after the user agreed. Retrying is safe.",
     ),
     "get_plan_status": (
         get_plan_status,
@@ -786,7 +750,8 @@ TOOLS: dict[str, tuple[Impl, type[BaseModel], type[BaseModel], ToolAnnotations, 
         CancelPlanInput,
         CancelPlanResult,
         ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True),
-        "Cancel one of the caller's plans and any of its jobs still queued or running.",
+        "Cancel one of the caller's plans: the Scheduler cancels its jobs still queued or "
+        "running and submits nothing more for it.",
     ),
     "explain_infeasibility": (
         explain_infeasibility,

@@ -1,5 +1,6 @@
 """The Intelligence Plane's graph: one request from intake to follow-up, one thread per plan.
 
+    intake -> execute                               a confirmed plan: run exactly it
     intake -> infer_goals -> request_estimates -> await_estimates
         -> [await_profiles -> request_estimates]   no estimator knows it: profile first
         -> request_plans -> await_plans -> choose
@@ -88,11 +89,22 @@ def intake(state: PlaneState) -> dict[str, Any]:
     spec = request.spec
     workload = spec.workload
     what = workload.model if isinstance(workload, DNNTraining) else workload.application
-    return {
+    update: dict[str, Any] = {
         "status": "planning",
         "estimate_rounds": 0,
         "log": [f"intake: {spec.name!r} ({what}) for {spec.user}"],
     }
+    if request.confirmed is not None:
+        option = request.confirmed.option
+        where = f"{option.system}/{option.partition}" if option else "?"
+        update["spec"] = request.confirmed.spec.model_dump(mode="json")
+        update["chosen"] = request.confirmed.model_dump(mode="json")
+        update["log"] = [*update["log"], f"confirmed by {spec.user}: {where}, run as confirmed"]
+    return update
+
+
+def after_intake(state: PlaneState) -> Literal["infer_goals", "execute"]:
+    return "execute" if state.get("chosen") else "infer_goals"
 
 
 async def infer_goals(state: PlaneState, runtime: Runtime[PlaneContext]) -> dict[str, Any]:
@@ -405,7 +417,7 @@ def build_graph() -> StateGraph[PlaneState, PlaneContext, PlaneState, PlaneState
     g.add_node("revise", revise)
     g.add_node("fail", fail)
     g.add_edge(START, "intake")
-    g.add_edge("intake", "infer_goals")
+    g.add_conditional_edges("intake", after_intake)
     g.add_edge("infer_goals", "request_estimates")
     g.add_edge("request_estimates", "await_estimates")
     g.add_conditional_edges("await_estimates", after_estimates)

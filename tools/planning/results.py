@@ -5,10 +5,15 @@
 system, partition, nodes, cores_per_node, gpus_per_node, memory_mb, walltime_s,
 segments, cost, cost_unit, cost_usd, expected_wait_s, expected_finish_s, estimator).
 ``Infeasible`` is an option that cannot run, with the reason and how close it came.
+``option_id`` names one option (where, on how much, each job's walltime): what a user
+confirms, and what ``tools.planning.confirm`` finds again at submission.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,7 +36,18 @@ __all__ = [
     "PlanReport",
     "PlanSummary",
     "PlannedOption",
+    "option_id",
 ]
+
+
+def option_id(option: PlanOption, segment_walltimes_s: Sequence[int]) -> str:
+    """A short stable id of one option: the same request and walltimes, the same id."""
+    body = json.dumps(
+        [option.model_dump(mode="json"), list(segment_walltimes_s)],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return "opt-" + hashlib.sha256(body.encode()).hexdigest()[:12]
 
 
 class _Model(BaseModel):
@@ -81,6 +97,10 @@ class PlannedOption:
         return f"{self.option.system}/{self.option.partition}"
 
     @property
+    def option_id(self) -> str:
+        return option_id(self.option, self.segment_walltimes_s)
+
+    @property
     def segments(self) -> list[CascadeSegment]:
         return [
             CascadeSegment(index=i, walltime_s=walltime_s)
@@ -92,6 +112,7 @@ class PlannedOption:
         cost, cost_max = self.cost, self.cost_max
         seen = self.availability
         return PlanSummary(
+            option_id=self.option_id,
             system=self.option.system,
             partition=self.option.partition,
             node_type=self.option.node_type,
@@ -109,6 +130,7 @@ class PlannedOption:
                 low=min(runtime.low, self.expected_run_s),
                 high=max(self.run_high_s, self.expected_run_s),
                 coverage=runtime.coverage,
+                coverage_basis=runtime.coverage_basis,
             ),
             gpu_memory_mb=self.estimate.gpu_memory_mb,
             host_memory_mb=self.estimate.memory_mb,
@@ -157,6 +179,7 @@ class PlannedOption:
 class PlanSummary(_Model):
     """A plan as JSON: the keys programs read (see module docstring) and a few more."""
 
+    option_id: str = Field(description="Names this option to submit_plan / rightsize submit")
     system: str
     partition: str
     node_type: str | None
