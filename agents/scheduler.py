@@ -89,7 +89,7 @@ from knowledge_base.records import (
 from knowledge_base.store import KnowledgeBase
 from knowledge_base.workload import DNNTraining
 from tools.actuators.base import Executor
-from tools.actuators.model import JobRequest, SimulatedWork
+from tools.actuators.model import JobNotFound, JobRequest, SimulatedWork
 from tools.actuators.monitor import Progress, parse_progress
 from tools.planning.builder import job_request
 from tools.planning.render import command_for
@@ -1102,8 +1102,14 @@ class Scheduler(Agent[SchedulerObservation]):
         executor = self._executor(plan)
         if executor is None:
             return
-        # Cancelling a job that already ended does nothing: safe to repeat.
-        await executor.cancel(action.job_id)
+        # Cancelling a job that already ended does nothing: safe to repeat. One the batch
+        # system no longer knows (purged, or a simulated cluster of another process) has
+        # nothing left to cancel; the plan's end must not wait on it.
+        try:
+            await executor.cancel(action.job_id)
+        except JobNotFound:
+            log.warning("plan %s: job %s is unknown to the batch system", plan.id, action.job_id)
+            return
         log.info("plan %s: cancelled job %s: %s", plan.id, action.job_id, action.reason)
 
     # -- recovery and monitors ---------------------------------------------------------------

@@ -13,6 +13,7 @@ from rightsize.commands import (
     demo,
     estimate,
     history,
+    jobs,
     plan,
     replay,
     simulate,
@@ -36,6 +37,11 @@ app.command("simulate")(simulate.simulate_command)
 app.command("replay")(replay.replay_command)
 app.add_typer(synth.app, name="synth")
 app.add_typer(mcp_command.app, name="mcp")
+app.command("submit")(jobs.submit_command)
+app.command("status")(jobs.status_command)
+app.command("watch")(jobs.watch_command)
+app.command("cancel")(jobs.cancel_command)
+app.command("jobs")(jobs.jobs_command)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,98 @@
+"""``rightsize submit / status / watch / cancel / jobs`` through the embedded center.
+
+The embedded center runs every agent in the command's process on the simulated cluster
+(on the wall clock: a 5 s job takes 5 s); ``tests/agents/test_ledger.py`` covers the
+ledger API they call, and the e2e test runs them on the real local SLURM.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from rightsize.cli import app
+
+runner = CliRunner()
+
+JOB = """\
+name: tiny
+user: alice
+workload:
+  kind: generic
+  application: sleep
+  nodes: 1
+  cores: 1
+  walltime_s: {walltime_s}
+goals:
+  systems: [pitzer]
+"""
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RIGHTSIZE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RIGHTSIZE_EXECUTOR", "simulated")
+    monkeypatch.setenv("RIGHTSIZE_POLL_INTERVAL_S", "0.2")
+    for name in ("KB_URL", "MONGO_URL", "KAFKA_BOOTSTRAP", "LLM_MODEL"):
+        monkeypatch.delenv(f"RIGHTSIZE_{name}", raising=False)
+
+
+def workload(tmp_path: Path, walltime_s: int) -> str:
+    path = tmp_path / f"job-{walltime_s}.yaml"
+    path.write_text(JOB.format(walltime_s=walltime_s))
+    return str(path)
+
+
+def run(*args: str, code: int = 0) -> Any:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == code, result.output
+    return json.loads(result.stdout) if "--json" in args else result.stdout
+
+
+def test_submit_wait_runs_the_plan_to_its_end_and_status_and_jobs_read_the_ledger(
+    tmp_path: Path,
+) -> None:
+    done = run("submit", workload(tmp_path, 5), "--wait", "--json", "--timeout-s", "120")
+
+    assert done["state"] == "completed"
+    assert done["plan_id"].startswith("tiny-") and done["option_id"].startswith("opt-")
+    [job] = done["jobs"]
+    assert (job["state"], job["native_state"], job["exit_code"]) == ("completed", "COMPLETED", 0)
+    assert job["elapsed_s"] == pytest.approx(5, abs=1)
+
+    plans = run("status", "--json")["plans"]
+    assert [(p["plan_id"], p["state"], p["segment"], p["segments"]) for p in plans] == [
+        (done["plan_id"], "completed", 1, 1)
+    ]
+    assert run("status", done["plan_id"], "--json")["plans"][0]["jobs"][0]["job_id"] == "1"
+    jobs = run("jobs", "--json")["jobs"]
+    assert [(j["plan_id"], j["job_id"], j["state"]) for j in jobs] == [
+        (done["plan_id"], "1", "completed")
+    ]
+    again = run("cancel", done["plan_id"], "--json")
+    assert again["already_final"] and again["status"] == "completed"
+    assert "completed" in run("watch", done["plan_id"])  # over already: one line, exit 0
+
+
+def test_cancel_asks_the_scheduler_which_ends_the_plan_and_its_job(tmp_path: Path) -> None:
+    sent = run("submit", workload(tmp_path, 600), "--json")
+    assert sent["state"] in ("submitted", "running") and len(sent["jobs"]) == 1
+
+    cancelled = run("cancel", sent["plan_id"], "--reason", "wrong deck", "--json")
+
+    assert cancelled["status"] == "cancelled" and cancelled["requested"]
+    [plan] = run("status", sent["plan_id"], "--json")["plans"]
+    assert plan["reason"] == "wrong deck (by alice)" and plan["cancelled_by"] == "alice"
+    assert [j["state"] for j in plan["jobs"]] == ["cancelled"]
+
+
+def test_bad_input_names_the_option_or_the_plan(tmp_path: Path) -> None:
+    out = run("submit", workload(tmp_path, 5), "--option", "99", "--json", code=2)
+    assert out["field"] == "--option" and "99" in out["error"]
+    out = run("status", "no-such-plan", "--json", code=2)
+    assert out["field"] == "PLAN_ID" and "no-such-plan" in out["error"]
+    assert run("status", "--json") == {"plans": []}  # nothing was stored on the way
