@@ -16,6 +16,13 @@ Two deployments, the same agents:
 The composition root (``rightsize.commands.center``) reads the settings and builds the
 bus, the knowledge base and the executors; this module only assembles agents from them
 (agents never import the settings).
+
+The Intelligence Plane's checkpoints live in the knowledge base (its SQLite file or its
+MongoDB database: ``agents.intelligence.checkpointer``), so replicas of the plane share
+them. State that only grows is pruned on a schedule while the center runs
+(``RetentionPolicy``): every ``interval_s``, processed-event records (and their sent
+outbox rows) older than ``keep_days``, the plane's checkpoints older than that but each
+thread's latest, and the whole threads of plans that ended before it.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, cast
@@ -35,7 +43,8 @@ from agents.bus.kafka import KafkaBus, KafkaSettings
 from agents.bus.memory import InMemoryBus
 from agents.estimation import EstimationConfig, ResourceEstimation
 from agents.events import Envelope, Payload
-from agents.intelligence import IntelligencePlane, PlaneContext, open_checkpointer
+from agents.intelligence import IntelligencePlane, PlaneContext
+from agents.intelligence.checkpointer import KnowledgeBaseSaver
 from agents.intelligence.goals import GoalPlanner, RuleGoalPlanner
 from agents.optimization import Optimization, OptimizationConfig
 from agents.profiling import Profiling, ProfilingConfig
@@ -43,6 +52,8 @@ from agents.promotion import ModelPromotion, PromotionPolicy
 from agents.runtime import Agent, AgentHealth, AgentRunner, Handled, RunnerSettings
 from agents.scheduler import Scheduler, SchedulerConfig
 from agents.topics import ALL_TOPICS, DEFAULT_PARTITIONS, topic_for
+from knowledge_base.checkpoints import checkpoint_store
+from knowledge_base.errors import is_transient
 from knowledge_base.store import KnowledgeBase
 from tools.actuators.base import Executor
 
@@ -51,6 +62,8 @@ __all__ = [
     "AgentName",
     "Center",
     "CenterConfig",
+    "Pruned",
+    "RetentionPolicy",
     "build_agent",
     "open_bus",
     "publish",
@@ -71,6 +84,28 @@ AGENT_NAMES: tuple[AgentName, ...] = (
 )
 
 
+class RetentionPolicy(BaseModel):
+    """How long a running center keeps what it no longer needs, and how often it looks."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    keep_days: float = Field(
+        default=7.0,
+        gt=0,
+        description="Processed-event records, plane checkpoints (each thread's latest "
+        "excepted) and the threads of ended plans older than this are deleted",
+    )
+    interval_s: float = Field(default=3600.0, gt=0, description="How often to prune")
+
+
+class Pruned(BaseModel):
+    """What one pass of retention deleted."""
+
+    processed_events: int = 0
+    checkpoints: int = 0
+    threads: int = 0
+
+
 class CenterConfig(BaseModel):
     """Which agents run here and how each is set up."""
 
@@ -88,10 +123,7 @@ class CenterConfig(BaseModel):
     estimation: EstimationConfig = Field(default_factory=EstimationConfig)
     profiling: ProfilingConfig = Field(default_factory=ProfilingConfig)
     promotion: PromotionPolicy = Field(default_factory=PromotionPolicy)
-
-    @property
-    def checkpoint_path(self) -> Path:
-        return self.home / "intelligence-plane.db"
+    retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
 
     @property
     def artifacts_dir(self) -> Path:
@@ -135,7 +167,8 @@ async def build_agent(
     ``rightsize replay --against``) constructed the same way; what the agent opens (the
     plane's checkpoints) closes with ``stack``."""
     if name == "intelligence":
-        saver = await stack.enter_async_context(open_checkpointer(config.checkpoint_path))
+        # In the knowledge base's backend: replicas of the plane share the threads.
+        saver = KnowledgeBaseSaver(checkpoint_store(kb))
         catalog = await kb.get_catalog()
         context = PlaneContext(
             goal_planner=goal_planner or RuleGoalPlanner(),
@@ -186,6 +219,7 @@ class Center:
         self._stack = contextlib.AsyncExitStack()
         self._stop = asyncio.Event()
         self._monitors: asyncio.Task[None] | None = None
+        self._retention: asyncio.Task[None] | None = None
 
     async def _build(self) -> None:
         wanted = set(self.config.agents)
@@ -232,6 +266,7 @@ class Center:
                 touched = await self.plane.resume_open(self.bus)
                 if touched:
                     log.info("intelligence plane: resumed %d open requests", len(touched))
+            self._retention = asyncio.create_task(self._prune_forever(), name="retention")
         except BaseException:
             await self._stack.aclose()
             raise
@@ -247,7 +282,32 @@ class Center:
         if self._monitors is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._monitors
+        if self._retention is not None:
+            self._retention.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._retention
         await self._stack.aclose()
+
+    async def prune(self, now: datetime | None = None) -> Pruned:
+        """One pass of retention (``RetentionPolicy``); ``now`` defaults to the wall clock."""
+        before = (now or datetime.now(UTC)) - timedelta(days=self.config.retention.keep_days)
+        pruned = Pruned(processed_events=await self.kb.prune_processed(before))
+        if self.plane is not None:
+            checkpoints, threads = await self.plane.prune(before)
+            pruned = pruned.model_copy(update={"checkpoints": checkpoints, "threads": threads})
+        return pruned
+
+    async def _prune_forever(self) -> None:
+        """Retention every ``interval_s`` while the center runs (the first pass at start)."""
+        while not self._stop.is_set():
+            try:
+                pruned = await self.prune()
+                log.info("retention: %s", pruned.model_dump_json())
+            except Exception as exc:  # retention must never stop the agents
+                level = logging.WARNING if is_transient(exc) else logging.ERROR
+                log.log(level, "retention failed (%s): %s", type(exc).__name__, exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.config.retention.interval_s)
 
     def stop(self) -> None:
         self._stop.set()

@@ -30,10 +30,12 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot
@@ -52,6 +54,7 @@ from agents.events import (
     ProfileCompleted,
     event_id_for,
 )
+from agents.intelligence.checkpointer import KnowledgeBaseSaver
 from agents.intelligence.context import PlaneContext
 from agents.intelligence.graph import compile_plane
 from agents.intelligence.state import WAIT_KEY, Outgoing, PlaneState
@@ -97,8 +100,11 @@ async def open_checkpointer(path: Path | str) -> AsyncIterator[AsyncSqliteSaver]
         yield saver
 
 
-async def thread_ids(saver: AsyncSqliteSaver) -> list[str]:
-    """Every thread (plan id) the checkpointer holds."""
+async def thread_ids(saver: BaseCheckpointSaver[Any]) -> list[str]:
+    """Every thread (plan id) the checkpointer holds: from the knowledge base's index, or
+    (a checkpointer of another kind) by reading every checkpoint."""
+    if isinstance(saver, KnowledgeBaseSaver):
+        return await saver.athreads()
     seen: dict[str, None] = {}
     async for checkpoint in saver.alist(None):
         seen[str(checkpoint.config["configurable"]["thread_id"])] = None
@@ -168,7 +174,7 @@ class IntelligencePlane(Agent[PlaneObservation]):
     def __init__(
         self,
         kb: KnowledgeBase,
-        checkpointer: AsyncSqliteSaver,
+        checkpointer: BaseCheckpointSaver[Any],
         context: PlaneContext | None = None,
     ) -> None:
         self.kb = kb
@@ -198,9 +204,15 @@ class IntelligencePlane(Agent[PlaneObservation]):
         return PlaneObservation(event=event, steps=steps) if steps else None
 
     async def _waiting_for_profile(self, model: str) -> list[str]:
-        """Open threads paused for a profile of ``model`` (a profile answers them all)."""
+        """Open threads paused for a profile of ``model`` (a profile answers them all).
+
+        Only threads of plans still being planned (DRAFT) can wait for one: their
+        snapshots are read, not every thread's."""
+        drafts = {p.id for p in await self.kb.list_plans(status=PlanStatus.DRAFT)}
         waiting = []
         for plan_id in await thread_ids(self.checkpointer):
+            if plan_id not in drafts:
+                continue
             snapshot = await self.snapshot(plan_id)
             values: PlaneState = snapshot.values  # type: ignore[assignment]
             spec = values.get("spec") or {}
@@ -330,6 +342,36 @@ class IntelligencePlane(Agent[PlaneObservation]):
                     Plan(id=plan_id, user=spec.user, spec=spec, status=PlanStatus.DRAFT)
                 )
             await update_plan(self.kb, plan_id, change)
+
+    # -- retention -----------------------------------------------------------------------------
+
+    async def prune(self, before: datetime) -> tuple[int, int]:
+        """Retention: (checkpoints, threads) deleted.
+
+        Every thread loses its checkpoints saved before ``before`` but its latest (a
+        paused or running request resumes from that one); a thread whose plan is over
+        (completed, failed, cancelled; or gone from the knowledge base) and whose latest
+        checkpoint is older than ``before`` goes whole. Only the knowledge base's
+        checkpointer prunes; another kind is left as it is (0, 0).
+        """
+        saver = self.checkpointer
+        if not isinstance(saver, KnowledgeBaseSaver):
+            return 0, 0
+        pruned = await saver.aprune_older_than(before)
+        ended = (PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED)
+        threads = 0
+        for plan_id in await saver.athreads():
+            try:
+                over = (await self.kb.get_plan(plan_id)).status in ended
+            except NotFoundError:
+                over = True
+            if not over:
+                continue
+            latest = await saver.store.get(plan_id, "")
+            if latest is None or latest.saved_at < before:
+                await saver.adelete_thread(plan_id)
+                threads += 1
+        return pruned, threads
 
     # -- after a restart that lost the bus ----------------------------------------------------
 

@@ -25,13 +25,14 @@ from agents.bus.kafka import KafkaBus
 from agents.center import publish
 from agents.estimation import ResourceEstimation
 from agents.events import PlanDecision, PlanRequested
-from agents.intelligence import open_checkpointer
+from agents.intelligence.checkpointer import KnowledgeBaseSaver
 from agents.optimization import Optimization, OptimizationConfig
 from agents.profiling import Profiling
 from agents.runtime import AgentRunner
 from agents.scheduler import Scheduler, SchedulerConfig
 from agents.topics import ALL_TOPICS
 from knowledge_base.catalog import Catalog
+from knowledge_base.checkpoints import checkpoint_store
 from knowledge_base.records import PlanStatus
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from tests.agents.conftest import REPO, TansuBroker, kafka_settings
@@ -155,12 +156,13 @@ async def test_a_sigkilled_plane_process_resumes_the_request_from_its_checkpoint
             assert plan.status is PlanStatus.COMPLETED, plan.reason
 
             async def thread_done() -> bool:
-                async with open_checkpointer(home / "intelligence-plane.db") as saver:
-                    from agents.intelligence.graph import compile_plane
+                # The plane process keeps its checkpoints in the knowledge base.
+                from agents.intelligence.graph import compile_plane
 
-                    state = await compile_plane(saver).aget_state(
-                        {"configurable": {"thread_id": "plan-k"}}
-                    )
+                saver = KnowledgeBaseSaver(checkpoint_store(kb))
+                state = await compile_plane(saver).aget_state(
+                    {"configurable": {"thread_id": "plan-k"}}
+                )
                 return state.values.get("status") == "completed"
 
             await eventually(thread_done, step, timeout_s=120, what="the thread completed", log=log)
