@@ -30,7 +30,7 @@ import contextlib
 import logging
 import time
 from collections import Counter as Tally
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -165,6 +165,13 @@ class CenterMetrics:
             buckets=_WHAT_IF_BUCKETS_S,
             registry=r,
         )
+        self.tool_seconds = Histogram(
+            "rightsize_mcp_tool_seconds",
+            "MCP tool calls, end to end, by tool and outcome (ok, error)",
+            ["tool", "outcome"],
+            buckets=_WHAT_IF_BUCKETS_S,
+            registry=r,
+        )
         # -- read at scrape time --
         self.agent_up = Gauge(
             "rightsize_agent_up", "1 while the agent's runner consumes", ["agent"], registry=r
@@ -235,12 +242,18 @@ class CenterMetrics:
             self.promotions.labels(payload.target).inc()
 
     @contextlib.contextmanager
-    def timing_what_if(self, caller: str) -> Any:
+    def timing_tool(self, tool: str) -> Iterator[None]:
+        """Time one MCP tool call (what_if also into the what-if histogram)."""
         started = time.perf_counter()
+        outcome = "error"
         try:
             yield
+            outcome = "ok"
         finally:
-            self.what_if.labels(caller).observe(time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            self.tool_seconds.labels(tool, outcome).observe(seconds)
+            if tool == "what_if":
+                self.what_if.labels("mcp").observe(seconds)
 
     # -- read at scrape time -----------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.bus.base import Bus
+from agents.metrics import CenterMetrics
 from knowledge_base.catalog import System
 from knowledge_base.store import KnowledgeBase
 from tools.actuators.base import Executor
@@ -34,6 +35,8 @@ class ServerDeps:
     home: Path = Path("~/.rightsize")
     allow_model_code: bool = True
     """Whether estimate_resources may import a model file's text (it runs that code)."""
+    metrics: CenterMetrics = field(default_factory=CenterMetrics)
+    """This server's own metrics (tool latency; /metrics over HTTP)."""
 
 
 @dataclass(slots=True)

@@ -23,6 +23,7 @@ from starlette.applications import Starlette
 
 from mcp_server.auth import HashedTokenVerifier
 from mcp_server.context import AppContext, ServerDeps
+from mcp_server.metrics import register_metrics
 from mcp_server.prompts import register_prompts
 from mcp_server.resources import register_resources
 from mcp_server.tools import register_tools
@@ -92,6 +93,7 @@ def build_server(
     register_tools(server)
     register_resources(server, deps)
     register_prompts(server)
+    register_metrics(server, deps, verifier)
     return server
 
 

@@ -788,7 +788,7 @@ def _tool(name: str, impl: Impl, input_model: type[BaseModel], result: type[Base
     async def tool(request: Any, ctx: Context[AppContext, Any]) -> Any:
         app: AppContext = ctx.request_context.lifespan_context
         user = current_user(app.deps.stdio_user)
-        with tool_errors():
+        with app.deps.metrics.timing_tool(name), tool_errors():
             return await impl(request, app, user)
 
     tool.__name__ = name

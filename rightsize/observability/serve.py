@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents.center import Center
 from agents.metrics import CenterMetrics
-from mcp_server.auth import HashedTokenVerifier, load_tokens
+from mcp_server.auth import HashedTokenVerifier
 from rightsize.observability.feed import EventFeed
 from rightsize.observability.server import (
     Access,
@@ -73,8 +73,8 @@ class ObserveOptions(BaseModel):
 def _access(options: ObserveOptions) -> Access:
     if options.tokens_file is None:
         return Access(staff=frozenset(options.staff))
-    tokens = load_tokens(options.tokens_file)
-    return Access(verifier=HashedTokenVerifier(tokens), staff=frozenset(options.staff))
+    verifier = HashedTokenVerifier.from_file(options.tokens_file)  # follows the file
+    return Access(verifier=verifier, staff=frozenset(options.staff))
 
 
 @contextlib.asynccontextmanager

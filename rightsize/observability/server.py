@@ -6,10 +6,11 @@
                                    GET /metrics      Prometheus text format
     metrics_app(observed, access)  GET /metrics      the same, alone (--metrics-port)
 
-Who may see what (``Access``): a request from loopback without a token is the operator
-(the center's own host); a request with a bearer token is the user the MCP token file
-says it is (staff users see everything, other users their own plans and counts of the
-rest); anything else, or an unknown token, is answered 401. Data are never in the page
+Who may see what (``mcp_server.http_access.Access``, shared with the MCP server's
+/metrics): a request from loopback without a token is the operator (the center's own
+host); a request with a bearer token is the user the MCP token file says it is (staff
+users see everything, other users their own plans and counts of the rest); anything
+else, or an unknown token, is answered 401. Data are never in the page
 itself, only behind /api/status, so the page shell may be fetched from anywhere.
 
 ``serving(app, host, port)`` runs an app inside the caller's event loop (beside the
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +31,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from agents.bus.base import Bus
@@ -39,46 +39,17 @@ from agents.metrics import CONTENT_TYPE, CenterMetrics
 from agents.runtime import AgentRunner
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.store import KnowledgeBase
-from mcp_server.auth import HashedTokenVerifier
+from mcp_server.http_access import Access, unauthorized
 from rightsize.observability.feed import EventFeed
 from rightsize.observability.status import StatusSnapshot, Viewer, collect_status, for_viewer
 
-__all__ = ["Access", "Observed", "metrics_app", "serving", "status_app"]
+__all__ = ["Access", "Observed", "metrics_app", "serving", "status_app"]  # Access: re-exported
 
 log = logging.getLogger(__name__)
 
 
 def _page() -> str:
     return resources.files("rightsize.observability").joinpath("status.html").read_text("utf-8")
-
-
-@dataclass(frozen=True)
-class Access:
-    """Loopback is the operator; beyond it, a bearer token from the MCP token file."""
-
-    verifier: HashedTokenVerifier | None = None
-    staff: frozenset[str] = frozenset()
-
-    def viewer(self, request: Request) -> Viewer | None:
-        """Who asks, or None: answer 401."""
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if header:
-            if scheme.lower() != "bearer" or not token.strip() or self.verifier is None:
-                return None
-            user = self.verifier.user_for(token.strip())
-            if user is None:
-                return None
-            return Viewer(user=None if user in self.staff else user)
-        return Viewer() if _loopback(request) else None
-
-
-def _loopback(request: Request) -> bool:
-    host = request.client.host if request.client is not None else ""
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 @dataclass
@@ -108,18 +79,10 @@ class Observed:
         return self.metrics.exposition()
 
 
-def _unauthorized() -> Response:
-    return JSONResponse(
-        {"error": "a bearer token is required beyond loopback (rightsize mcp add-user NAME)"},
-        status_code=401,
-        headers={"WWW-Authenticate": 'Bearer realm="rightsize"'},
-    )
-
-
 def _metrics_route(observed: Observed, access: Access) -> Route:
     async def metrics(request: Request) -> Response:
-        if access.viewer(request) is None:
-            return _unauthorized()
+        if access.caller(request) is None:
+            return unauthorized()
         return Response(await observed.scrape(), media_type=CONTENT_TYPE)
 
     return Route("/metrics", metrics)
@@ -132,10 +95,10 @@ def status_app(observed: Observed, access: Access) -> Starlette:
         return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
     async def status(request: Request) -> Response:
-        viewer = access.viewer(request)
-        if viewer is None:
-            return _unauthorized()
-        snapshot = for_viewer(await observed.snapshot(), viewer)
+        caller = access.caller(request)
+        if caller is None:
+            return unauthorized()
+        snapshot = for_viewer(await observed.snapshot(), Viewer(user=caller.user))
         return Response(
             snapshot.model_dump_json(),
             media_type="application/json",
