@@ -64,7 +64,7 @@ async def _measure(
 ) -> list[float]:
     headers = {"Authorization": f"Bearer {token}"}
     transport = streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers))
-    arguments = {"request": {"workload": spec, "top": 10}}
+    arguments = {"workload": spec, "top": 10}
     times: list[float] = []
     async with Client(transport) as client:
         for index in range(warmup + runs):

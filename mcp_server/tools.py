@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, Self, TypeVar
+from typing import Annotated, Any, Literal, Self, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -139,8 +139,30 @@ def _bounded(spec: WorkloadSpec) -> WorkloadSpec:
     return spec
 
 
+# What an assistant sees as a worked example of a workload (examples/resnet50.yaml).
+WORKLOAD_EXAMPLE: dict[str, Any] = {
+    "name": "resnet50-20k",
+    "user": "alice",
+    "workload": {
+        "kind": "dnn_training",
+        "model": "resnet50",
+        "dataset_samples": 20000,
+        "input_shape": [3, 224, 224],
+        "epochs": 50,
+        "batch_sizes": [32, 64],
+    },
+    "goals": {"objective": "balanced", "systems": ["pitzer"]},
+}
+PLAN_ID_EXAMPLE = "resnet50-20k-dd6afb4072e9"
+
+
 class _WorkloadInput(_Input):
-    workload: WorkloadSpec = Field(description="A WorkloadSpec, as in examples/resnet50.yaml")
+    workload: WorkloadSpec = Field(
+        description="What to run and for whom: a WorkloadSpec, as in examples/resnet50.yaml "
+        "(kind dnn_training: model, dataset_samples, epochs, batch_sizes; kind generic: "
+        "application, cores, memory_mb, walltime_s)",
+        examples=[WORKLOAD_EXAMPLE],
+    )
 
     @model_validator(mode="after")
     def _sizes(self) -> Self:
@@ -198,8 +220,14 @@ async def list_systems(request: ListSystemsInput, app: AppContext, user: str) ->
 
 
 class DescribePartitionInput(_Input):
-    system: str = Field(min_length=1, max_length=64)
-    partition: str = Field(min_length=1, max_length=128)
+    system: str = Field(
+        min_length=1, max_length=64, description="A system, as list_systems names it",
+        examples=["pitzer"],
+    )  # fmt: skip
+    partition: str = Field(
+        min_length=1, max_length=128, description="One of the system's partitions",
+        examples=["gpuserial-quad"],
+    )  # fmt: skip
 
 
 class PartitionDescription(_Result):
@@ -229,9 +257,14 @@ class ModelFile(_Input):
     """The text of a PyTorch model file and how it trains (as ``rightsize estimate``)."""
 
     source: str = Field(min_length=1, max_length=MODEL_FILE_MAX_CHARS, description="Python text")
-    model_class: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    batch_sizes: list[int] = Field(min_length=1, max_length=16)
-    epochs: int = Field(default=50, ge=1, le=100_000)
+    model_class: str = Field(
+        min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="The nn.Module subclass in the file", examples=["Net"],
+    )  # fmt: skip
+    batch_sizes: list[int] = Field(
+        min_length=1, max_length=16, description="Batch sizes to estimate", examples=[[32, 64]]
+    )
+    epochs: int = Field(default=50, ge=1, le=100_000, description="Training epochs")
     samples: int = Field(default=20_000, ge=1, le=10**12, description="Per epoch")
     optimizer: Literal["sgd", "adam"] = "sgd"
     hardware: list[str] = Field(
@@ -240,8 +273,11 @@ class ModelFile(_Input):
         max_length=32,
         description="all, SYSTEM or SYSTEM/PARTITION",
     )
-    input_shape: list[int] | None = Field(default=None, max_length=8)
-    num_classes: int | None = Field(default=None, ge=1, le=10_000_000)
+    input_shape: list[int] | None = Field(
+        default=None, max_length=8, description="One sample's shape, e.g. C,H,W",
+        examples=[[3, 32, 32]],
+    )  # fmt: skip
+    num_classes: int | None = Field(default=None, ge=1, le=10_000_000, description="Output classes")
 
     @model_validator(mode="after")
     def _sizes(self) -> Self:
@@ -257,8 +293,12 @@ class ModelFile(_Input):
 
 
 class EstimateResourcesInput(_Input):
-    workload: WorkloadSpec | None = Field(default=None, description="Estimate this workload")
-    model_file: ModelFile | None = Field(default=None, description="Or this model file")
+    workload: WorkloadSpec | None = Field(
+        default=None, description="Estimate this workload", examples=[WORKLOAD_EXAMPLE]
+    )
+    model_file: ModelFile | None = Field(
+        default=None, description="Or this model file (its text and how it trains)"
+    )
     top: int = Field(default=20, ge=1, le=500, description="Estimates to return at most")
 
     @model_validator(mode="after")
@@ -483,11 +523,14 @@ async def build_plan(request: BuildPlanInput, app: AppContext, user: str) -> Bui
 
 
 class ExplainInfeasibilityInput(_Input):
-    workload: WorkloadSpec | None = Field(default=None, description="Explain this workload")
-    plan_id: str | None = Field(
-        default=None, min_length=1, max_length=200, description="Or one of your plans"
+    workload: WorkloadSpec | None = Field(
+        default=None, description="Explain this workload", examples=[WORKLOAD_EXAMPLE]
     )
-    top: int = Field(default=10, ge=1, le=500)
+    plan_id: str | None = Field(
+        default=None, min_length=1, max_length=200, description="Or one of your plans",
+        examples=[PLAN_ID_EXAMPLE],
+    )  # fmt: skip
+    top: int = Field(default=10, ge=1, le=500, description="Reasons to return at most")
 
     @model_validator(mode="after")
     def _one(self) -> Self:
@@ -544,7 +587,10 @@ async def owned_plan(app: AppContext, plan_id: str, user: str) -> Plan:
 
 
 class PlanIdInput(_Input):
-    plan_id: str = Field(min_length=1, max_length=200)
+    plan_id: str = Field(
+        min_length=1, max_length=200, description="One of your plans (build_plan's plan_id)",
+        examples=[PLAN_ID_EXAMPLE],
+    )  # fmt: skip
 
 
 class SubmitPlanInput(PlanIdInput):
@@ -625,7 +671,10 @@ async def get_plan_status(request: PlanIdInput, app: AppContext, user: str) -> P
 
 
 class CancelPlanInput(PlanIdInput):
-    reason: str = Field(default="cancelled by the user", min_length=1, max_length=500)
+    reason: str = Field(
+        default="cancelled by the user", min_length=1, max_length=500,
+        description="Why, for the plan's record",
+    )  # fmt: skip
     wait_s: float = Field(
         default=5.0,
         ge=0,
@@ -656,11 +705,22 @@ async def cancel_plan(request: CancelPlanInput, app: AppContext, user: str) -> C
 
 
 class JobHistoryInput(_Input):
-    system: str | None = Field(default=None, min_length=1, max_length=64)
-    plan_id: str | None = Field(default=None, min_length=1, max_length=200)
-    application: str | None = Field(default=None, min_length=1, max_length=200)
-    submitted_after: datetime | None = None
-    limit: int = Field(default=50, ge=1, le=1000)
+    system: str | None = Field(
+        default=None, min_length=1, max_length=64, description="Only jobs on this system",
+        examples=["pitzer"],
+    )  # fmt: skip
+    plan_id: str | None = Field(
+        default=None, min_length=1, max_length=200, description="Only this plan's jobs",
+        examples=[PLAN_ID_EXAMPLE],
+    )  # fmt: skip
+    application: str | None = Field(
+        default=None, min_length=1, max_length=200, description="Only this application"
+    )
+    submitted_after: datetime | None = Field(
+        default=None, description="Only jobs submitted after this (ISO 8601)",
+        examples=["2026-11-01T00:00:00Z"],
+    )  # fmt: skip
+    limit: int = Field(default=50, ge=1, le=1000, description="Jobs to return at most")
 
 
 class JobHistoryResult(_Result):
@@ -784,22 +844,47 @@ def tool_errors() -> Iterator[None]:
         raise ToolError(f"{where}: {first['msg']}") from exc
 
 
+def flat_parameters(input_model: type[BaseModel]) -> list[inspect.Parameter]:
+    """The input model's fields as keyword parameters: the tool takes flat arguments.
+
+    Each keeps its type, default, description and examples (the schema an assistant sees);
+    a tool whose fields all have defaults accepts ``{}``. The whole model, with its
+    cross-field checks, is validated again inside the call.
+    """
+    kind = inspect.Parameter.KEYWORD_ONLY
+    parameters = []
+    for field_name, info in input_model.model_fields.items():
+        default = (
+            inspect.Parameter.empty
+            if info.is_required()
+            else info.get_default(call_default_factory=True)
+        )
+        annotation = Annotated[info.annotation, info]  # type: ignore[name-defined]
+        parameters.append(
+            inspect.Parameter(field_name, kind, default=default, annotation=annotation)
+        )
+    return parameters
+
+
 def _tool(name: str, impl: Impl, input_model: type[BaseModel], result: type[BaseModel]) -> Any:
-    async def tool(request: Any, ctx: Context[AppContext, Any]) -> Any:
+    async def tool(ctx: Context[AppContext, Any], **arguments: Any) -> Any:
         app: AppContext = ctx.request_context.lifespan_context
         user = current_user(app.deps.stdio_user)
-        with app.deps.metrics.timing_tool(name), tool_errors():
+        with tool_errors():
+            request = input_model.model_validate(arguments)
             return await impl(request, app, user)
 
     tool.__name__ = name
     tool.__doc__ = impl.__doc__
-    tool.__annotations__ = {"request": input_model, "ctx": Context, "return": result}
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    parameters = flat_parameters(input_model)
+    tool.__annotations__ = {
+        **{p.name: p.annotation for p in parameters},
+        "ctx": Context,
+        "return": result,
+    }
+    positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
     tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [
-            inspect.Parameter("request", kind, annotation=input_model),
-            inspect.Parameter("ctx", kind, annotation=Context),
-        ],
+        [inspect.Parameter("ctx", positional, annotation=Context), *parameters],
         return_annotation=result,
     )
     return tool

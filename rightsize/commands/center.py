@@ -26,10 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from agents.center import AGENT_NAMES, AgentName, Center, CenterConfig, open_bus
-from agents.intelligence.goals import GoalPlanner, LLMGoalPlanner, RuleGoalPlanner
-from agents.optimization import OptimizationConfig
-from agents.scheduler import SchedulerConfig
 from knowledge_base.errors import InvalidInputError, RightsizeError
 from knowledge_base.importers.slurm import import_slurm_system
 from knowledge_base.store import KnowledgeBase
@@ -43,8 +39,20 @@ from tools.actuators.slurm_commands import SlurmCommands
 from tools.planning.builder import PlanningConfig
 from tools.planning.cost import DollarRates
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the agents (langgraph among them) load when a center starts
+    from agents.center import AgentName, Center, CenterConfig
+    from agents.intelligence.goals import GoalPlanner
     from rightsize.observability.serve import ObserveOptions
+
+# agents.center.AGENT_NAMES, spelled out so `--help` loads no agent (a test checks they agree)
+AGENT_NAMES: tuple[AgentName, ...] = (
+    "intelligence",
+    "estimation",
+    "optimization",
+    "profiling",
+    "scheduler",
+    "promotion",
+)
 
 __all__ = ["app", "build_executors", "center_config", "goal_planner", "run_command"]
 
@@ -61,6 +69,8 @@ _PROVIDERS = {
 
 def goal_planner(settings: Settings) -> GoalPlanner:
     """The rule-based planner, or an LLM planner over the chat model the settings name."""
+    from agents.intelligence.goals import LLMGoalPlanner, RuleGoalPlanner
+
     spec = settings.llm_model
     if not spec:
         return RuleGoalPlanner()
@@ -112,6 +122,10 @@ async def build_executors(
 def center_config(
     settings: Settings, agents: tuple[AgentName, ...], *, embedded: bool
 ) -> CenterConfig:
+    from agents.center import CenterConfig
+    from agents.optimization import OptimizationConfig
+    from agents.scheduler import SchedulerConfig
+
     home = settings.home.expanduser()
     return CenterConfig(
         agents=agents,
@@ -144,6 +158,8 @@ async def running_center(
 ) -> AsyncIterator[Center]:
     """The knowledge base, executors, bus and agents the settings describe, started;
     ``observe`` (``CenterMetrics.observe``) hears how each consumed event ended."""
+    from agents.center import Center, open_bus
+
     embedded = not settings.kafka_bootstrap
     planner = goal_planner(settings)
     async with knowledge_base(settings) as kb:

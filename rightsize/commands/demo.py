@@ -35,14 +35,13 @@ from pathlib import Path
 import typer
 from pydantic import BaseModel, Field
 
-from agents.center import AGENT_NAMES, CenterConfig, publish
 from agents.events import PlanRequested, ScheduleDecision, decode_event
 from agents.rescheduler import submitted
 from agents.topics import JOBS, PLANS
 from knowledge_base.errors import InvalidInputError, RightsizeError
 from knowledge_base.records import PlanStatus
 from knowledge_base.workload import DNNTraining, Goals, WorkloadSpec
-from rightsize.commands.center import center_config, running_center
+from rightsize.commands.center import AGENT_NAMES, center_config, running_center
 from rightsize.output import fail
 from rightsize.settings import Settings
 from rightsize.wiring import slurm_answers
@@ -127,7 +126,9 @@ async def run_cascade_demo(
             "poll_interval_s": 2.0,
         }
     )
-    config: CenterConfig = center_config(demo, AGENT_NAMES, embedded=True)
+    from agents.center import publish  # the agents load when the demo runs
+
+    config = center_config(demo, AGENT_NAMES, embedded=True)
     plan_id = f"demo-cascade-{stamp}"
     command = f"{sys.executable} {script} --checkpoint-dir . --samples {samples}"
     spec = WorkloadSpec(

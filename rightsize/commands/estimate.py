@@ -210,6 +210,9 @@ def sweep_command(
     families: list[str] | None = typer.Option(None, "--family", help="Only these (repeatable)"),
     threads: list[int] = typer.Option([1, 2], "--threads", help="Thread counts (repeatable)"),
     time_limit_s: float | None = typer.Option(None, "--time-limit-s"),
+    as_json: bool = typer.Option(
+        False, "--json", help="The sweep's output to stderr; a JSON summary on stdout."
+    ),
 ) -> None:
     """Run (or resume) a profiling sweep into a JSONL dataset with provenance."""
     command = [
@@ -231,7 +234,15 @@ def sweep_command(
         command += ["--time-limit-s", str(time_limit_s)]
     # OpenMP reads its wait policy when torch loads: hence a fresh interpreter.
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
-    raise typer.Exit(code=subprocess.call(command, env=env))
+    if not as_json:
+        raise typer.Exit(code=subprocess.call(command, env=env))
+    code = subprocess.call(command, env=env, stdout=sys.stderr)
+    rows = 0
+    if out.is_file():
+        with out.open("rb") as lines:
+            rows = sum(1 for line in lines if line.strip())
+    emit({"dataset": str(out), "rows": rows, "exit_code": code}, True, lambda: None)
+    raise typer.Exit(code=code)
 
 
 @profile_app.command("train")
@@ -240,7 +251,7 @@ def train_command(
     out: Path | None = typer.Option(
         None, "--out", help="Train afresh and save here (e.g. data/dnn_profiles/models)"
     ),
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a report."),
 ) -> None:
     """Train (or load) the DNN estimators and register them in the knowledge base."""
     settings = Settings()

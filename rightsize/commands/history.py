@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from knowledge_base.errors import InvalidInputError, RightsizeError
 from rightsize.output import console, emit, fail
-from tools.estimators.metrics import PredictorScore
-from tools.estimators.replay import BenchResult
-from tools.estimators.replay import history_bench as run_history_bench
+from rightsize.progress import progress
+
+if TYPE_CHECKING:  # the replay loads xgboost: imported when the command runs
+    from tools.estimators.metrics import PredictorScore
+    from tools.estimators.replay import BenchResult
 
 __all__ = ["history_bench"]
 
@@ -73,8 +76,11 @@ def history_bench(
     requested time are scored, and every predictor learns a job's run time only after
     the job has ended.
     """
+    from tools.estimators.replay import history_bench as run_history_bench
+
     try:
-        result = run_history_bench(trace, limit=limit)
+        with progress(f"replaying {trace.name}", quiet=as_json):
+            result = run_history_bench(trace, limit=limit)
     except RightsizeError as error:
         fail(error, as_json)
     except OSError as error:

@@ -29,8 +29,8 @@ from tools.planning.estimation import Estimator
 from tools.planning.queue import QueueModel, QueueSnapshot, live_snapshot, load_snapshots
 from tools.planning.render import sbatch_scripts, tapis_requests
 from tools.planning.results import PlannedOption
+from tools.planning.script_files import write_files
 from tools.planning.selector import Selection
-from tools.planning.service import gather_estimators, plan_workload
 from tools.planning.workload_files import load_workload
 
 __all__ = ["plan_command"]
@@ -88,6 +88,8 @@ async def _gather(
 ) -> tuple[Catalog, list[Estimator], list[QueueSnapshot]]:
     async with knowledge_base(settings) as kb:
         catalog = await kb.get_catalog()
+        from tools.planning.service import gather_estimators  # loads the estimators
+
         estimators = await gather_estimators(kb, spec, catalog)
         snapshots = [await _live_snapshot(settings, spec, catalog)] if live_queue else []
     return catalog, estimators, snapshots
@@ -223,12 +225,10 @@ def _write_scripts(
     chosen = selection.recommended
     if chosen is None:
         return
+    # File names come from the workload's name: write_files keeps them inside the folder.
     if sbatch is not None:
-        sbatch.mkdir(parents=True, exist_ok=True)
-        for index, script in enumerate(sbatch_scripts(chosen, spec)):
-            (sbatch / f"{spec.name}-{index:02d}.sbatch").write_text(script)
+        write_files(sbatch, spec.name, sbatch_scripts(chosen, spec), ".sbatch", field="--sbatch")
     if tapis is not None:
-        tapis.mkdir(parents=True, exist_ok=True)
         bodies = tapis_requests(
             chosen,
             spec,
@@ -236,8 +236,8 @@ def _write_scripts(
             app_id=settings.tapis_app_id,
             app_version=settings.tapis_app_version,
         )
-        for index, body in enumerate(bodies):
-            (tapis / f"{spec.name}-{index:02d}.json").write_text(json.dumps(body, indent=2) + "\n")
+        texts = [json.dumps(body, indent=2) + "\n" for body in bodies]
+        write_files(tapis, spec.name, texts, ".json", field="--tapis")
 
 
 def plan_command(
@@ -272,6 +272,8 @@ def plan_command(
         if queue_snapshot is not None:
             snapshots = load_snapshots(queue_snapshot)
         queue = QueueModel(snapshots, catalog) if snapshots else None
+        from tools.planning.service import plan_workload
+
         selection = plan_workload(
             spec,
             catalog,

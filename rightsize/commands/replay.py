@@ -8,16 +8,47 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from agents.replay import AGENT_CLASSES, replay_agent
-from knowledge_base.errors import RightsizeError
-from knowledge_base.seed import load_seed_catalog
+from knowledge_base.errors import InvalidInputError, RightsizeError
 from rightsize.output import console, emit, fail
-from simulations.agents_loop import start_state_path
+
+# agents.replay's AGENT_CLASSES, named here so --help loads no agent (a test checks they agree)
+AGENT_NAMES = ("intelligence", "estimation", "optimization", "profiling", "scheduler", "promotion")
+
+
+def _check_log(log: Path, as_json: bool) -> None:
+    """Refuse a file with no event at all (not JSONL, or not an event log), saying why."""
+    import logging
+
+    from agents.eventlog import EventLogReader
+
+    if not log.is_file():
+        return  # replay_agent names a missing log
+    reader = EventLogReader(log)
+    quiet = logging.getLogger("agents.eventlog")
+    level, quiet.level = quiet.level, logging.ERROR  # one error below, not a warning a line
+    try:
+        found = next(iter(reader), None)
+    finally:
+        quiet.setLevel(level)
+    if found is not None:
+        return
+    if reader.errors:
+        first = reader.errors[0]
+        reason = str(first).removeprefix(f"{first.source}: ")
+        fail(
+            InvalidInputError(
+                f"not an event log (JSONL of recorded events): no line is an event; "
+                f"{len(reader.errors)} bad, the first at {reason}",
+                source=str(log),
+            ),
+            as_json,
+        )
+    fail(InvalidInputError("the log holds no events", source=str(log)), as_json)
 
 
 def replay_command(
     log: Path = typer.Argument(..., help="Event log (JSONL), e.g. from simulate --event-log"),
-    agent: str = typer.Option(..., "--agent", help=f"One of {', '.join(AGENT_CLASSES)}"),
+    agent: str = typer.Option(..., "--agent", help=f"One of {', '.join(AGENT_NAMES)}"),
     against: str | None = typer.Option(
         None,
         "--against",
@@ -32,6 +63,11 @@ def replay_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Replay one agent on a recorded event log: same actions (exit 0) or a diff (exit 1)."""
+    from agents.replay import replay_agent
+    from knowledge_base.seed import load_seed_catalog
+    from simulations.agents_loop import start_state_path
+
+    _check_log(log, as_json)
     start = kb
     if start is None and start_state_path(log).is_file():
         start = start_state_path(log)

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
 
 from knowledge_base.errors import InvalidInputError, RightsizeError
 from rightsize.output import console, emit, fail
-from simulations.synth.columns import read_trace
-from simulations.synth.fidelity import FidelityReport, Targets, evaluate
-from simulations.synth.generator import ModelKind, generate, write_trace
-from simulations.synth.model_files import fit_model, load_model, save_model
+from rightsize.progress import progress
+
+if TYPE_CHECKING:  # the generators (torch, scipy) load when a command runs
+    from simulations.synth.fidelity import FidelityReport
+    from simulations.synth.generator import ModelKind
 
 app = typer.Typer(
     help="Synthetic job traces fitted on a real SWF trace (Gaussian copula or TVAE).",
@@ -39,6 +40,9 @@ def fit_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a summary."),
 ) -> None:
     """Fit a generator on a real trace and save it."""
+    from simulations.synth.columns import read_trace
+    from simulations.synth.model_files import fit_model, save_model
+
     if model not in MODELS:
         fail(InvalidInputError("use copula or tvae", field="--model", value=model), as_json)
     options: dict[str, Any] = {"min_class_jobs": min_class_jobs}
@@ -47,7 +51,8 @@ def fit_command(
     else:
         options["epochs"] = epochs
     try:
-        fitted = fit_model(read_trace(trace, procs=procs), MODELS[model], seed=seed, **options)
+        with progress(f"fitting {model} on {trace.name}", quiet=as_json):
+            fitted = fit_model(read_trace(trace, procs=procs), MODELS[model], seed=seed, **options)
         path = save_model(fitted, out)
     except RightsizeError as error:
         fail(error, as_json)
@@ -73,6 +78,21 @@ def fit_command(
     )
 
 
+def _looks_like_a_model(path: Path) -> None:
+    """A fitted model is the zip archive ``torch.save`` writes; say so before torch reads."""
+    import zipfile
+
+    if path.is_file() and not zipfile.is_zipfile(path):
+        with path.open("rb") as handle:
+            head = handle.read(24)
+        raise InvalidInputError(
+            f"not a rightsize synth model file (`rightsize synth fit` writes zip archives; "
+            f"this file starts {head!r})",
+            source=str(path),
+            field="MODEL",
+        )
+
+
 @app.command("sample")
 def sample_command(
     model: Path = typer.Argument(..., help="A model written by `rightsize synth fit`"),
@@ -85,8 +105,12 @@ def sample_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a summary."),
 ) -> None:
     """Generate a synthetic SWF trace (constraints enforced on every row)."""
+    from simulations.synth.generator import generate, write_trace
+    from simulations.synth.model_files import load_model
+
     began = time.perf_counter()
     try:
+        _looks_like_a_model(model)
         fitted = load_model(model)
         sample = generate(fitted, jobs, seed=seed, match_load=match_load)
         written = write_trace(out, sample, fitted.metadata, model_name=model.name)
@@ -165,12 +189,15 @@ def evaluate_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
     """Compare a synthetic trace with the real one: KS, Wasserstein, correlations, EASY."""
+    from simulations.synth.fidelity import Targets, evaluate
+
     try:
         targets = Targets(max_ks=max_ks, max_bsld_relative=max_bsld)
     except ValueError as error:
         fail(InvalidInputError(f"bad target: {error}", field="--max-ks/--max-bsld"), as_json)
     try:
-        result = evaluate(real, synthetic, report_dir=report, targets=targets)
+        with progress(f"evaluating {synthetic.name}", quiet=as_json):
+            result = evaluate(real, synthetic, report_dir=report, targets=targets)
     except RightsizeError as error:
         fail(error, as_json)
     emit(result, as_json, lambda: _render(result))

@@ -146,7 +146,7 @@ def test_mutated_workload_specs_never_crash_the_server(server: Server) -> None:
         for key in path[:-1]:
             target = target[key]
         target[path[-1]] = value
-        server.call(name, {"request": {"workload": spec}})
+        server.call(name, {"workload": spec})
 
     run()
 
@@ -165,6 +165,6 @@ def test_plan_arguments_never_crash_the_server(server: Server) -> None:
             request["confirm"] = confirm
         if name == "get_job_history":
             request = {"plan_id": plan_id, "limit": limit} if plan_id else {"limit": limit}
-        server.call(name, {"request": request})
+        server.call(name, request)
 
     run()

@@ -102,15 +102,15 @@ async def test_every_tool_answers_in_memory(kb_url: str, bus: InMemoryBus) -> No
     await add_jobs(kb_url)
     spec = resnet_spec()
     async with Client(build_server(make_deps(kb_url, bus=bus))) as client:
-        systems = data(await client.call_tool("list_systems", {"request": {}}))["systems"]
+        systems = data(await client.call_tool("list_systems", {}))["systems"]
         assert {s["name"] for s in systems} >= {"pitzer", "frontera"}
         part = data(
             await client.call_tool(
-                "describe_partition", {"request": {"system": "pitzer", "partition": "serial"}}
+                "describe_partition", {"system": "pitzer", "partition": "serial"}
             )
         )
         assert part["partition"]["max_minutes"] > 0
-        est = data(await client.call_tool("estimate_resources", {"request": {"workload": spec}}))
+        est = data(await client.call_tool("estimate_resources", {"workload": spec}))
         assert est["estimates"] and est["options"] > len(est["estimates"])
         model = {
             "source": MODEL_FILE,
@@ -120,33 +120,25 @@ async def test_every_tool_answers_in_memory(kb_url: str, bus: InMemoryBus) -> No
             "num_classes": 10,
             "hardware": ["pitzer/serial"],
         }
-        est = data(await client.call_tool("estimate_resources", {"request": {"model_file": model}}))
+        est = data(await client.call_tool("estimate_resources", {"model_file": model}))
         assert est["model_file_estimates"][0]["batch_size"] == 8
-        whatif = data(await client.call_tool("what_if", {"request": {"workload": spec, "top": 3}}))
+        whatif = data(await client.call_tool("what_if", {"workload": spec, "top": 3}))
         assert whatif["recommended"]["system"] == "pitzer"
         assert len(whatif["feasible"]) == 3 and whatif["infeasible_count"] > 0
-        built = data(await client.call_tool("build_plan", {"request": {"workload": spec}}))
+        built = data(await client.call_tool("build_plan", {"workload": spec}))
         plan_id = built["plan_id"]
         assert built["status"] == "draft"
-        why = data(
-            await client.call_tool("explain_infeasibility", {"request": {"plan_id": plan_id}})
-        )
+        why = data(await client.call_tool("explain_infeasibility", {"plan_id": plan_id}))
         assert why["infeasible"] and why["by_constraint"]
-        sub = data(
-            await client.call_tool(
-                "submit_plan", {"request": {"plan_id": plan_id, "confirm": True}}
-            )
-        )
+        sub = data(await client.call_tool("submit_plan", {"plan_id": plan_id, "confirm": True}))
         assert sub["submitted"] and not sub["already_submitted"]
-        status = data(await client.call_tool("get_plan_status", {"request": {"plan_id": plan_id}}))
+        status = data(await client.call_tool("get_plan_status", {"plan_id": plan_id}))
         assert status["plan"]["id"] == plan_id
-        history = data(await client.call_tool("get_job_history", {"request": {}}))
+        history = data(await client.call_tool("get_job_history", {}))
         assert [j["user"] for j in history["jobs"]] == ["alice"]
         # No Scheduler listens on this bus: the cancellation is handed over, not done
         # (tests/agents/test_ledger.py runs it through the Scheduler).
-        cancel = data(
-            await client.call_tool("cancel_plan", {"request": {"plan_id": plan_id, "wait_s": 0}})
-        )
+        cancel = data(await client.call_tool("cancel_plan", {"plan_id": plan_id, "wait_s": 0}))
         assert cancel["requested"] and cancel["event_id"] and not cancel["already_final"]
 
 
@@ -154,25 +146,15 @@ async def test_submit_plan_needs_confirm_and_is_idempotent(kb_url: str, bus: InM
     watch = bus.consumer([PLANS], group_id="test")
     await watch.start()
     async with Client(build_server(make_deps(kb_url, bus=bus))) as client:
-        built = data(await client.call_tool("build_plan", {"request": {"workload": resnet_spec()}}))
+        built = data(await client.call_tool("build_plan", {"workload": resnet_spec()}))
         plan_id = built["plan_id"]
         refused = error_text(
-            await client.call_tool(
-                "submit_plan", {"request": {"plan_id": plan_id, "confirm": False}}
-            )
+            await client.call_tool("submit_plan", {"plan_id": plan_id, "confirm": False})
         )
         assert "confirm" in refused
         assert await watch.poll(timeout_s=0.2) == []  # nothing half-submitted
-        first = data(
-            await client.call_tool(
-                "submit_plan", {"request": {"plan_id": plan_id, "confirm": True}}
-            )
-        )
-        second = data(
-            await client.call_tool(
-                "submit_plan", {"request": {"plan_id": plan_id, "confirm": True}}
-            )
-        )
+        first = data(await client.call_tool("submit_plan", {"plan_id": plan_id, "confirm": True}))
+        second = data(await client.call_tool("submit_plan", {"plan_id": plan_id, "confirm": True}))
     assert first["event_id"] == second["event_id"] and second["already_submitted"]
     events = [decode_event(r.value) for r in await watch.poll(timeout_s=1.0)]
     assert {e.type for e in events} == {"plan.requested"}
@@ -191,16 +173,12 @@ async def test_submit_plan_needs_confirm_and_is_idempotent(kb_url: str, bus: InM
 
 async def test_submit_without_agents_refuses_and_stores_nothing_new(kb_url: str) -> None:
     async with Client(build_server(make_deps(kb_url))) as client:
-        built = data(await client.call_tool("build_plan", {"request": {"workload": resnet_spec()}}))
+        built = data(await client.call_tool("build_plan", {"workload": resnet_spec()}))
         text = error_text(
-            await client.call_tool(
-                "submit_plan", {"request": {"plan_id": built["plan_id"], "confirm": True}}
-            )
+            await client.call_tool("submit_plan", {"plan_id": built["plan_id"], "confirm": True})
         )
         assert "nothing was submitted" in text
-        status = data(
-            await client.call_tool("get_plan_status", {"request": {"plan_id": built["plan_id"]}})
-        )
+        status = data(await client.call_tool("get_plan_status", {"plan_id": built["plan_id"]}))
     assert status["plan"]["status"] == PlanStatus.DRAFT
 
 
@@ -233,26 +211,22 @@ async def test_resources_and_prompts(kb_url: str) -> None:
         (
             "what_if",
             {
-                "request": {
-                    "workload": {
-                        **resnet_spec(),
-                        "workload": {**resnet_spec()["workload"], "epochs": "many"},
-                    }
+                "workload": {
+                    **resnet_spec(),
+                    "workload": {**resnet_spec()["workload"], "epochs": "many"},
                 }
             },
             "epochs",
         ),
-        ("what_if", {"request": {}}, "workload"),
-        ("describe_partition", {"request": {"system": "pitzer"}}, "partition"),
-        ("describe_partition", {"request": {"system": "nowhere", "partition": "x"}}, "nowhere"),
+        ("what_if", {}, "workload"),
+        ("describe_partition", {"system": "pitzer"}, "partition"),
+        ("describe_partition", {"system": "nowhere", "partition": "x"}, "nowhere"),
         (
             "what_if",
             {
-                "request": {
-                    "workload": {
-                        **resnet_spec(),
-                        "workload": {**resnet_spec()["workload"], "epochs": 10**15},
-                    }
+                "workload": {
+                    **resnet_spec(),
+                    "workload": {**resnet_spec()["workload"], "epochs": 10**15},
                 }
             },
             "workload.epochs",
@@ -260,11 +234,9 @@ async def test_resources_and_prompts(kb_url: str) -> None:
         (
             "what_if",
             {
-                "request": {
-                    "workload": {
-                        **resnet_spec(),
-                        "workload": {**resnet_spec()["workload"], "batch_sizes": [10**9]},
-                    }
+                "workload": {
+                    **resnet_spec(),
+                    "workload": {**resnet_spec()["workload"], "batch_sizes": [10**9]},
                 }
             },
             "batch_sizes",
@@ -272,12 +244,10 @@ async def test_resources_and_prompts(kb_url: str) -> None:
         (
             "estimate_resources",
             {
-                "request": {
-                    "model_file": {
-                        "source": "class Broken(:\n",
-                        "model_class": "Broken",
-                        "batch_sizes": [8],
-                    }
+                "model_file": {
+                    "source": "class Broken(:\n",
+                    "model_class": "Broken",
+                    "batch_sizes": [8],
                 }
             },
             "model_file.source",
@@ -285,19 +255,17 @@ async def test_resources_and_prompts(kb_url: str) -> None:
         (
             "estimate_resources",
             {
-                "request": {
-                    "model_file": {
-                        "source": "x = 1\n",
-                        "model_class": "Missing",
-                        "batch_sizes": [8],
-                    }
+                "model_file": {
+                    "source": "x = 1\n",
+                    "model_class": "Missing",
+                    "batch_sizes": [8],
                 }
             },
             "model_class",
         ),
-        ("build_plan", {"request": {"workload": resnet_spec("bob")}}, "workload.user"),
-        ("submit_plan", {"request": {"plan_id": "p"}}, "confirm"),
-        ("get_job_history", {"request": {"limit": 10**9}}, "limit"),
+        ("build_plan", {"workload": resnet_spec("bob")}, "workload.user"),
+        ("submit_plan", {"plan_id": "p"}, "confirm"),
+        ("get_job_history", {"limit": 10**9}, "limit"),
     ],
 )
 async def test_bad_input_is_a_tool_error_naming_the_field(
@@ -307,7 +275,7 @@ async def test_bad_input_is_a_tool_error_naming_the_field(
         text = error_text(await client.call_tool(tool, arguments))
         assert field in text
         # the server keeps serving
-        assert data(await client.call_tool("list_systems", {"request": {}}))["systems"]
+        assert data(await client.call_tool("list_systems", {}))["systems"]
 
 
 async def test_an_absurd_dataset_is_answered_as_infeasible_not_by_running_out_of_memory(
@@ -319,9 +287,7 @@ async def test_an_absurd_dataset_is_answered_as_infeasible_not_by_running_out_of
     spec["goals"]["systems"] = ["pitzer"]
     spec["workload"]["dataset_samples"] = 10**12
     async with Client(build_server(make_deps(kb_url))) as client:
-        answer = data(
-            await client.call_tool("what_if", {"request": {"workload": spec, "top": 100}})
-        )
+        answer = data(await client.call_tool("what_if", {"workload": spec, "top": 100}))
     assert answer["feasible"] == []
     reasons = " ".join(option["reason"] for option in answer["infeasible"])
     assert "a cascade of" in reasons
@@ -335,9 +301,9 @@ async def test_user_a_cannot_read_submit_or_cancel_user_bs_plans(
 ) -> None:
     await add_jobs(kb_url)
     async with Client(build_server(make_deps(kb_url, user="bob", bus=bus))) as bob:
-        plan_id = data(
-            await bob.call_tool("build_plan", {"request": {"workload": resnet_spec("bob")}})
-        )["plan_id"]
+        plan_id = data(await bob.call_tool("build_plan", {"workload": resnet_spec("bob")}))[
+            "plan_id"
+        ]
     async with Client(build_server(make_deps(kb_url, user="alice", bus=bus))) as alice:
         for tool, args in (
             ("get_plan_status", {"plan_id": plan_id}),
@@ -346,13 +312,13 @@ async def test_user_a_cannot_read_submit_or_cancel_user_bs_plans(
             ("explain_infeasibility", {"plan_id": plan_id}),
             ("get_job_history", {"plan_id": plan_id}),
         ):
-            assert "you have no plan" in error_text(await alice.call_tool(tool, {"request": args}))
+            assert "you have no plan" in error_text(await alice.call_tool(tool, args))
         plans = json.loads((await alice.read_resource("rightsize://plans")).contents[0].text)
         assert plans["plans"] == []
-        jobs = data(await alice.call_tool("get_job_history", {"request": {}}))["jobs"]
+        jobs = data(await alice.call_tool("get_job_history", {}))["jobs"]
         assert {j["user"] for j in jobs} == {"alice"}
     async with Client(build_server(make_deps(kb_url, user="bob", bus=bus))) as bob:
-        status = data(await bob.call_tool("get_plan_status", {"request": {"plan_id": plan_id}}))
+        status = data(await bob.call_tool("get_plan_status", {"plan_id": plan_id}))
     assert status["plan"]["status"] == "draft"  # untouched by alice
 
 
@@ -372,11 +338,9 @@ async def test_stdio_server_lists_calls_and_reads(kb_url: str, tmp_path: Any) ->
     )
     async with Client(params, read_timeout_seconds=60) as client:
         assert len((await client.list_tools()).tools) == len(TOOLS)
-        whatif = data(
-            await client.call_tool("what_if", {"request": {"workload": resnet_spec(), "top": 1}})
-        )
+        whatif = data(await client.call_tool("what_if", {"workload": resnet_spec(), "top": 1}))
         assert whatif["recommended"] is not None
-        built = data(await client.call_tool("build_plan", {"request": {"workload": resnet_spec()}}))
+        built = data(await client.call_tool("build_plan", {"workload": resnet_spec()}))
         plans = json.loads((await client.read_resource("rightsize://plans")).contents[0].text)
         assert [p["id"] for p in plans["plans"]] == [built["plan_id"]]
         prompt = await client.get_prompt("why_did_my_job_fail", {})
@@ -401,18 +365,18 @@ def test_http_without_or_with_a_wrong_token_is_401(
 async def test_http_lists_calls_reads_and_isolates_users(http_server: HttpServer) -> None:
     async with http_client(http_server.url, http_server.tokens["bob"]) as bob:
         assert len((await bob.list_tools()).tools) == len(TOOLS)
-        plan_id = data(
-            await bob.call_tool("build_plan", {"request": {"workload": resnet_spec("bob")}})
-        )["plan_id"]
+        plan_id = data(await bob.call_tool("build_plan", {"workload": resnet_spec("bob")}))[
+            "plan_id"
+        ]
         mine = json.loads((await bob.read_resource("rightsize://plans")).contents[0].text)
         assert mine["user"] == "bob" and [p["id"] for p in mine["plans"]] == [plan_id]
     async with http_client(http_server.url, http_server.tokens["alice"]) as alice:
         assert "you have no plan" in error_text(
-            await alice.call_tool("cancel_plan", {"request": {"plan_id": plan_id}})
+            await alice.call_tool("cancel_plan", {"plan_id": plan_id})
         )
         assert "workload.user" in error_text(
-            await alice.call_tool("build_plan", {"request": {"workload": resnet_spec("bob")}})
+            await alice.call_tool("build_plan", {"workload": resnet_spec("bob")})
         )
         theirs = json.loads((await alice.read_resource("rightsize://plans")).contents[0].text)
         assert theirs == {"user": "alice", "plans": []}
-        assert data(await alice.call_tool("list_systems", {"request": {"center": "TACC"}}))
+        assert data(await alice.call_tool("list_systems", {"center": "TACC"}))
