@@ -870,7 +870,7 @@ def _tool(name: str, impl: Impl, input_model: type[BaseModel], result: type[Base
     async def tool(ctx: Context[AppContext, Any], **arguments: Any) -> Any:
         app: AppContext = ctx.request_context.lifespan_context
         user = current_user(app.deps.stdio_user)
-        with tool_errors():
+        with app.deps.metrics.timing_tool(name), tool_errors():
             request = input_model.model_validate(arguments)
             return await impl(request, app, user)
 
