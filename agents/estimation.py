@@ -5,15 +5,12 @@ Senses ``estimate.requested`` (the Intelligence Plane wants estimates for a work
 new estimator serves: drop the cache). For each request it enumerates every option the
 workload allows (``tools.planning.whatif.enumerate_candidates``, the planner's own
 enumeration) and asks the estimator chain in order, first answer wins
-(``tools.planning.estimation.estimate_first``):
-
-1. this very workload's profiles (``ProfiledWorkloadEstimator``: measured iteration time
-   and peak memory from a downsized run the Profiling agent made),
-2. the promoted registry estimators (``agents.promotion.RegistryRuntimeEstimator`` for
-   generic jobs' run time), loaded when promoted, no restart needed,
-3. HARP's trained DNN estimators (``tools.estimators.dnn.adapter.planner_estimators``)
-   and, for generic jobs, the history estimator trained on the system's finished jobs,
-4. the analytic fallbacks (``tools.planning.whatif.default_estimators``).
+(``tools.planning.estimation.estimate_first``). The chain is the process's one
+``tools.planning.chain.EstimatorChain`` (the CLI and the MCP server use the same one):
+this workload's profiles, the promoted registry estimator (loaded here, by
+``promoted_runtime_estimator``, when promoted; no restart needed), the per-hardware
+estimators, the history estimator of each system (trained once, retrained when the
+knowledge base has enough new jobs), then the analytic fallbacks.
 
 It answers ``estimate.ready``. When the answer is not confident (no estimate at all, or
 intervals wider than ``max_spread`` high/low, or only untrained fallbacks for a DNN) it
@@ -24,14 +21,10 @@ sets ``needs_profiling`` and asks Profiling for downsized runs (``profile.reques
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import math
-import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,30 +37,29 @@ from agents.events import (
     JobSubmitted,
     ProfileRequested,
 )
-from agents.promotion import RUNTIME_TARGET, RegistryRuntimeEstimator, load_runtime_model
+from agents.promotion import RegistryRuntimeEstimator, load_runtime_model
 from agents.rescheduler import planned_segments
 from agents.runtime import Action, Agent, Emit, Observation
 from agents.topics import ESTIMATES, ESTIMATORS, JOBS
 from knowledge_base.catalog import Catalog
 from knowledge_base.errors import NotFoundError
 from knowledge_base.records import (
+    EstimatorRecord,
     Interval,
     JobRecord,
     JobState,
     PlanOption,
-    ProfileRecord,
-    ProfileStatus,
     ResourceEstimate,
 )
-from knowledge_base.store import JobQuery, KnowledgeBase
+from knowledge_base.store import KnowledgeBase
 from knowledge_base.workload import DNNTraining, GenericJob, WorkloadSpec
 from tools.planning.analytic import ANALYTIC_ID
-from tools.planning.estimation import Candidate, Estimator, NoEstimate, Workload, estimate_first
+from tools.planning.chain import ChainConfig, EstimatorChain
+from tools.planning.estimation import Candidate, Estimator, estimate_first
 from tools.planning.generic import GUESS_ID
-from tools.planning.whatif import default_estimators, enumerate_candidates
-
-if TYPE_CHECKING:  # xgboost is heavy: imported where a history estimator is trained
-    from tools.estimators.history import HistoryEstimator
+from tools.planning.profiled import PROFILE_FAMILY, ProfiledWorkloadEstimator
+from tools.planning.service import shared_chain
+from tools.planning.whatif import enumerate_candidates
 
 __all__ = [
     "PROFILE_FAMILY",
@@ -78,12 +70,10 @@ __all__ = [
     "ResourceEstimation",
     "estimate_all",
     "needs_profiling",
+    "promoted_runtime_estimator",
 ]
 
 log = logging.getLogger(__name__)
-
-PROFILE_FAMILY = "workload"
-"""Profiles of users' own workloads (not the model zoo) carry this family."""
 
 FALLBACK_IDS = frozenset({ANALYTIC_ID, GUESS_ID})
 
@@ -100,75 +90,14 @@ class EstimationConfig(BaseModel):
     history_retrain_growth: float = Field(
         default=0.1,
         ge=0,
-        description="Retrain a system's history estimator once the jobs submitted since its "
-        "training reach this fraction of what it trained on (0: whenever one is new)",
+        description="Retrain a system's history estimator once its job count has moved by "
+        "this fraction of what it trained on (0: whenever the count moved)",
     )
 
 
-# -- the estimator built from a workload's own profiles ------------------------------------
-
-
-@dataclass(frozen=True)
-class ProfiledWorkloadEstimator:
-    """A workload's run time and memory from its own downsized profiling runs.
-
-    Per step = the profiled median iteration time, scaled linearly with the batch size
-    (a CPU or a saturated GPU does proportionally more work per sample); run time =
-    start-up + epochs x steps per epoch x per step. Memory = the profiled peak. Only
-    hardware that was profiled (same system and node type) is answered; intervals are
-    x0.85-x1.4 for time (the run's own noise, the machine's other load) and x0.9-x1.25
-    for memory.
-    """
-
-    model: str
-    profiles: tuple[ProfileRecord, ...]
-
-    @property
-    def estimator_id(self) -> str:
-        return f"profiled-{self.model.rsplit('/', 1)[-1]}"
-
-    def estimate(self, workload: Workload, candidate: Candidate) -> ResourceEstimate | NoEstimate:
-        if not isinstance(workload, DNNTraining) or workload.model != self.model:
-            return NoEstimate("no profile of this workload")
-        matching = [
-            p
-            for p in self.profiles
-            if p.hardware.get("system") == candidate.system.name
-            and p.hardware.get("node_type") == candidate.node_type.name
-            and int(p.hardware.get("gpus", 0)) == candidate.gpus_per_node
-            and p.iteration_s is not None
-        ]
-        if not matching:
-            return NoEstimate(
-                f"{self.model} was not profiled on {candidate.where} ({candidate.node_type.name})"
-            )
-        batch = candidate.batch_size or workload.batch_sizes[0]
-        best = min(matching, key=lambda p: abs(int(p.config.get("batch_size", batch)) - batch))
-        profiled_batch = int(best.config.get("batch_size", batch)) or batch
-        assert best.iteration_s is not None
-        step_s = best.iteration_s * batch / profiled_batch
-        steps = workload.epochs * math.ceil(workload.dataset_samples / batch)
-        startup_s = float(best.config.get("startup_s", 5.0))
-        point = startup_s + steps * step_s
-        runtime = Interval(point=point, low=point * 0.85, high=point * 1.4, coverage=0.8)
-        peak = best.peak_memory_mb or 1024.0
-        memory_point = peak * (1 + 0.1 * max(0.0, batch / profiled_batch - 1))
-        memory = Interval(
-            point=memory_point, low=memory_point * 0.9, high=memory_point * 1.25, coverage=0.8
-        )
-        spread = (
-            statistics.pstdev([p.iteration_s or 0.0 for p in matching]) if len(matching) > 1 else 0
-        )
-        return ResourceEstimate(
-            option=candidate.option(runtime, memory, batch),
-            runtime_s=runtime,
-            memory_mb=memory,
-            estimator_id=self.estimator_id,
-            validation_error=spread / best.iteration_s if best.iteration_s else None,
-            error_metric="profile spread",
-            label=f"measured: {len(matching)} profiling run(s) of this workload on "
-            f"{candidate.node_type.name}",
-        )
+def promoted_runtime_estimator(record: EstimatorRecord) -> RegistryRuntimeEstimator:
+    """The chain's loader for Model Promotion's registry records (generic jobs' run time)."""
+    return RegistryRuntimeEstimator(record, load_runtime_model(record))
 
 
 def estimate_all(
@@ -225,119 +154,41 @@ class Annotate(Action):
     estimate: ResourceEstimate
 
 
-@dataclass(frozen=True)
-class _TrainedHistory:
-    jobs: int  # how many records it trained on
-    latest: datetime  # the latest submit time among them
-    estimator: HistoryEstimator
-
-
 class ResourceEstimation(Agent[EstimationObservation]):
     """Answers estimate requests and annotates submitted jobs with their predictions."""
 
     name = "resource-estimation"
     topics = (ESTIMATES, JOBS, ESTIMATORS)
 
-    def __init__(self, kb: KnowledgeBase, config: EstimationConfig | None = None) -> None:
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        config: EstimationConfig | None = None,
+        *,
+        estimators: EstimatorChain | None = None,
+    ) -> None:
         self.kb = kb
-        self.config = config or EstimationConfig()
-        self._registry: RegistryRuntimeEstimator | None = None
-        self._registry_loaded = False
-        self._history: dict[str, _TrainedHistory] = {}
-
-    async def _registry_estimators(self) -> list[RegistryRuntimeEstimator]:
-        if not self._registry_loaded:
-            record = await self.kb.promoted_estimator(RUNTIME_TARGET)
-            self._registry = None
-            if record is not None:
-                try:
-                    self._registry = RegistryRuntimeEstimator(record, load_runtime_model(record))
-                except (OSError, ValueError) as exc:
-                    log.warning("promoted estimator %s cannot be loaded: %s", record.id, exc)
-            self._registry_loaded = True
-        return [self._registry] if self._registry is not None else []
-
-    async def _history_estimators(
-        self, spec: WorkloadSpec, catalog: Catalog, now: datetime
-    ) -> list[Estimator]:
-        """History estimators for generic jobs (trained per system, cached by job count),
-        asked about a job submitted at ``now``."""
-        if not isinstance(spec.workload, GenericJob):
-            return []
-        from tools.planning.generic import HistoryRuntimeEstimator
-
-        found: list[Estimator] = []
-        for system in spec.goals.systems or catalog.names():
-            trained = await self._trained_history(system)
-            if trained is not None:
-                found.append(
-                    HistoryRuntimeEstimator(
-                        system,
-                        trained.estimator,
-                        user=spec.user,
-                        now_s=now.timestamp(),
-                    )
-                )
-        return found
-
-    async def _trained_history(self, system: str) -> _TrainedHistory | None:
-        """The system's history estimator, retrained once enough new jobs arrived.
-
-        Retraining on every new job would cost a full training (tens of thousands of jobs)
-        per request at a busy center; instead only the jobs submitted since the last
-        training are counted, and a new model is trained when they reach
-        ``history_retrain_growth`` of what the last one learned from.
-        """
-        from tools.planning.generic import train_history
-
-        config = self.config
-        cached = self._history.get(system)
-        if cached is not None:
-            newer = await self.kb.query_jobs(
-                JobQuery(system=system, submitted_after=cached.latest, limit=config.history_jobs)
-            )
-            if len(newer) < max(1.0, config.history_retrain_growth * cached.jobs):
-                return cached
-        records = await self.kb.query_jobs(JobQuery(system=system, limit=config.history_jobs))
-        if len(records) < config.history_min_jobs:
-            return None
-        estimator = await asyncio.to_thread(train_history, records)
-        if estimator is None:
-            return cached
-        latest = max(record.submit_time for record in records)
-        self._history[system] = fresh = _TrainedHistory(len(records), latest, estimator)
-        return fresh
+        self.config = config = config or EstimationConfig()
+        # The process's one chain (the CLI and MCP share it): histories trained once,
+        # kept until the knowledge base has new jobs.
+        self.estimators = estimators or shared_chain(
+            kb,
+            config=ChainConfig(
+                history_min_jobs=config.history_min_jobs,
+                history_jobs=config.history_jobs,
+                history_retrain_growth=config.history_retrain_growth,
+            ),
+            promoted=promoted_runtime_estimator,
+        )
 
     async def chain(self, spec: WorkloadSpec, catalog: Catalog, now: datetime) -> list[Estimator]:
         """The estimators for ``spec``, best first, for a job submitted at ``now``."""
-        chain: list[Estimator] = []
-        workload = spec.workload
-        if isinstance(workload, DNNTraining):
-            profiles = [
-                p
-                for p in await self.kb.query_profiles(
-                    family=PROFILE_FAMILY, status=ProfileStatus.OK
-                )
-                if p.model == workload.model
-            ]
-            if profiles:
-                chain.append(ProfiledWorkloadEstimator(workload.model, tuple(profiles)))
-        chain.extend(registry.at(now) for registry in await self._registry_estimators())
-        if isinstance(workload, DNNTraining):
-            try:
-                from tools.estimators.dnn.adapter import planner_estimators
-
-                chain.extend(planner_estimators(spec))
-            except Exception as exc:  # another team's work in progress must not stop us
-                log.debug("HARP DNN estimators unavailable: %s", exc)
-        chain.extend(await self._history_estimators(spec, catalog, now))
-        chain.extend(default_estimators(spec))
-        return chain
+        return await self.estimators.estimators(spec, catalog, now)
 
     async def sense(self, event: Envelope) -> EstimationObservation | None:
         payload = event.payload
         if isinstance(payload, EstimatorPromoted):
-            self._registry_loaded = False  # serve the new one from the next request
+            self.estimators.forget_promoted()  # serve the new one from the next request
             return None
         if isinstance(payload, EstimateRequested):
             catalog = await self.kb.get_catalog()
@@ -357,12 +208,12 @@ class ResourceEstimation(Agent[EstimationObservation]):
                 return None
             prediction = plan.estimate
             if prediction is not None and isinstance(plan.spec.workload, GenericJob):
-                registry = await self._registry_estimators()
-                if registry:
+                registry = await self.estimators.promoted()
+                if registry is not None:
                     catalog = await self.kb.get_catalog()
                     candidate = _candidate(catalog, payload.option)
                     if candidate is not None:
-                        answer = registry[0].at(event.time).estimate(plan.spec.workload, candidate)
+                        answer = registry.at(event.time).estimate(plan.spec.workload, candidate)
                         if isinstance(answer, ResourceEstimate):
                             prediction = answer
             if prediction is None:
@@ -377,6 +228,7 @@ class ResourceEstimation(Agent[EstimationObservation]):
                             low=share.low / segments,
                             high=share.high / segments,
                             coverage=share.coverage,
+                            coverage_basis=share.coverage_basis,
                         )
                     }
                 )

@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne, UpdateOne
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from knowledge_base.catalog import Catalog
@@ -127,25 +127,38 @@ class MongoKnowledgeBase(KnowledgeBase):
                 raise not_found("job", f"{system}/{job_id}")
             return JobRecord.model_validate(found["doc"])
 
+    async def add_new_jobs(self, jobs: Sequence[JobRecord]) -> int:
+        async with self._errors():
+            if not jobs:
+                return 0
+            # Insert-if-absent: a known job is left as it is; a retried batch converges.
+            ops = [
+                UpdateOne(
+                    {"_id": f"{j.system}/{j.job_id}"},
+                    {
+                        "$setOnInsert": {
+                            "system": j.system,
+                            "user": j.user,
+                            "application": j.application,
+                            "plan_id": j.plan_id,
+                            "submit_ts": j.submit_time.timestamp(),
+                            "doc": _doc(j),
+                        }
+                    },
+                    upsert=True,
+                )
+                for j in jobs
+            ]
+            result = await self._db.jobs.bulk_write(ops, ordered=False)
+            return int(result.upserted_count)
+
+    async def count_jobs(self, query: JobQuery) -> int:
+        async with self._errors():
+            return int(await self._db.jobs.count_documents(_job_filter(query)))
+
     async def query_jobs(self, query: JobQuery) -> list[JobRecord]:
         async with self._errors():
-            flt: dict[str, Any] = {
-                key: value
-                for key, value in (
-                    ("system", query.system),
-                    ("user", query.user),
-                    ("application", query.application),
-                    ("plan_id", query.plan_id),
-                )
-                if value is not None
-            }
-            window: dict[str, float] = {}
-            if query.submitted_after is not None:
-                window["$gte"] = query.submitted_after.timestamp()
-            if query.submitted_before is not None:
-                window["$lt"] = query.submitted_before.timestamp()
-            if window:
-                flt["submit_ts"] = window
+            flt = _job_filter(query)
             cursor = (
                 self._db.jobs.find(flt)
                 .sort([("submit_ts", ASCENDING), ("_id", ASCENDING)])
@@ -361,3 +374,24 @@ class MongoKnowledgeBase(KnowledgeBase):
                 {"processed_ts": {"$lt": before.timestamp()}, "pending": False}
             )
             return int(result.deleted_count)
+
+
+def _job_filter(query: JobQuery) -> dict[str, Any]:
+    flt: dict[str, Any] = {
+        key: value
+        for key, value in (
+            ("system", query.system),
+            ("user", query.user),
+            ("application", query.application),
+            ("plan_id", query.plan_id),
+        )
+        if value is not None
+    }
+    window: dict[str, float] = {}
+    if query.submitted_after is not None:
+        window["$gte"] = query.submitted_after.timestamp()
+    if query.submitted_before is not None:
+        window["$lt"] = query.submitted_before.timestamp()
+    if window:
+        flt["submit_ts"] = window
+    return flt

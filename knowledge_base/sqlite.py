@@ -174,7 +174,39 @@ class SQLiteKnowledgeBase(KnowledgeBase):
             raise not_found("job", f"{system}/{job_id}")
         return JobRecord.model_validate_json(rows[0][0])
 
-    async def query_jobs(self, query: JobQuery) -> list[JobRecord]:
+    async def add_new_jobs(self, jobs: Sequence[JobRecord]) -> int:
+        rows = [
+            (
+                j.system,
+                j.job_id,
+                j.user,
+                j.application,
+                j.plan_id,
+                j.submit_time.timestamp(),
+                j.model_dump_json(),
+            )
+            for j in jobs
+        ]
+
+        def write() -> int:
+            with self._transaction() as conn:  # all of the batch or none of it
+                cursor = conn.executemany(
+                    "INSERT OR IGNORE INTO jobs "
+                    "(system, job_id, user, application, plan_id, submit_ts, doc) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+                return max(cursor.rowcount, 0)
+
+        return await self._run(write) if rows else 0
+
+    async def count_jobs(self, query: JobQuery) -> int:
+        where, params = self._job_filter(query)
+        rows = await self._run(lambda: self._select(f"SELECT COUNT(*) FROM jobs {where}", params))
+        return int(rows[0][0])
+
+    @staticmethod
+    def _job_filter(query: JobQuery) -> tuple[str, list[Any]]:
         clauses: list[str] = []
         params: list[Any] = []
         for column, value in (
@@ -192,7 +224,10 @@ class SQLiteKnowledgeBase(KnowledgeBase):
         if query.submitted_before is not None:
             clauses.append("submit_ts < ?")
             params.append(query.submitted_before.timestamp())
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
+
+    async def query_jobs(self, query: JobQuery) -> list[JobRecord]:
+        where, params = self._job_filter(query)
         sql = f"SELECT doc FROM jobs {where} ORDER BY submit_ts, job_id LIMIT ?"
         params.append(query.limit)
         rows = await self._run(lambda: self._select(sql, params))

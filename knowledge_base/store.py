@@ -113,6 +113,23 @@ class KnowledgeBase(abc.ABC):
     async def query_jobs(self, query: JobQuery) -> list[JobRecord]:
         """Matching jobs ordered by submit time, oldest first."""
 
+    async def count_jobs(self, query: JobQuery) -> int:
+        """How many jobs match ``query`` (its ``limit`` is ignored): a cheap check of
+        whether history changed. Backends count in the database."""
+        return len(await self.query_jobs(query.model_copy(update={"limit": 1_000_000})))
+
+    async def add_new_jobs(self, jobs: Sequence[JobRecord]) -> int:
+        """Insert the jobs not known yet, keyed by (system, job_id), all in one write;
+        known jobs are left as they are. Returns how many were inserted. Backends do it
+        in one transaction, so a failed batch writes nothing."""
+        new = []
+        for job in jobs:
+            try:
+                await self.get_job(job.system, job.job_id)
+            except NotFoundError:
+                new.append(job)
+        return await self.add_jobs(new) if new else 0
+
     # -- profiles ---------------------------------------------------------------------
 
     @abc.abstractmethod

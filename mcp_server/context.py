@@ -17,6 +17,7 @@ from agents.metrics import CenterMetrics
 from knowledge_base.catalog import System
 from knowledge_base.store import KnowledgeBase
 from tools.actuators.base import Executor
+from tools.planning.chain import PromotedLoader
 from tools.planning.cost import DollarRates
 
 __all__ = ["AppContext", "ServerDeps"]
@@ -37,6 +38,9 @@ class ServerDeps:
     """Whether estimate_resources may import a model file's text (it runs that code)."""
     metrics: CenterMetrics = field(default_factory=CenterMetrics)
     """This server's own metrics (tool latency; /metrics over HTTP)."""
+    promoted: PromotedLoader | None = None
+    """Loads Model Promotion's promoted estimator into the estimator chain; None: the
+    chain serves without it."""
 
 
 @dataclass(slots=True)

@@ -27,6 +27,7 @@ from mcp_server.metrics import register_metrics
 from mcp_server.prompts import register_prompts
 from mcp_server.resources import register_resources
 from mcp_server.tools import register_tools
+from tools.planning.service import shared_chain
 
 __all__ = [
     "DEFAULT_HOST",
@@ -71,6 +72,8 @@ def build_server(
     async def lifespan(_: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
         async with AsyncExitStack() as stack:
             kb = await stack.enter_async_context(deps.open_kb())
+            # The server's one estimator chain: histories train once, not once a call.
+            shared_chain(kb, promoted=deps.promoted)
             bus = await stack.enter_async_context(deps.open_bus()) if deps.open_bus else None
             yield AppContext(kb=kb, deps=deps, bus=bus)
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from knowledge_base.catalog import System
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.open import open_knowledge_base
+from knowledge_base.records import EstimatorRecord
 from knowledge_base.seed import load_seed_catalog
 from knowledge_base.store import KnowledgeBase
 from rightsize.settings import Settings
@@ -19,11 +20,15 @@ from tools.actuators.slurm import SlurmExecutor
 from tools.actuators.slurm_commands import SlurmCommandError, SlurmCommands
 from tools.actuators.tapis import TapisCredentials, TapisExecutor
 
+if TYPE_CHECKING:  # the estimator chain loads when a front end plans
+    from tools.planning.chain import PromotedEstimator
+
 __all__ = [
     "AUTO_FELL_BACK",
     "ExecutorKind",
     "knowledge_base",
     "open_executor",
+    "promoted_loader",
     "resolve_executor",
     "slurm_answers",
 ]
@@ -52,6 +57,15 @@ async def knowledge_base(settings: Settings) -> AsyncIterator[KnowledgeBase]:
         yield kb
     finally:
         await kb.close()
+
+
+def promoted_loader(record: EstimatorRecord) -> PromotedEstimator:
+    """Model Promotion's registry record as an estimator, for the estimator chain of the
+    CLI and the MCP server (the agents load it the same way); the agents' code loads
+    only when a promoted estimator exists."""
+    from agents.estimation import promoted_runtime_estimator
+
+    return promoted_runtime_estimator(record)
 
 
 def slurm_answers(commands: SlurmCommands | None = None) -> bool:

@@ -23,7 +23,7 @@ from knowledge_base.errors import InvalidInputError, RightsizeError
 from knowledge_base.workload import Objective, WorkloadSpec
 from rightsize.output import console, emit, fail
 from rightsize.settings import Settings
-from rightsize.wiring import knowledge_base, open_executor
+from rightsize.wiring import knowledge_base, open_executor, promoted_loader
 from tools.planning.cost import DollarRates
 from tools.planning.estimation import Estimator
 from tools.planning.queue import QueueModel, QueueSnapshot, live_snapshot, load_snapshots
@@ -88,9 +88,10 @@ async def _gather(
 ) -> tuple[Catalog, list[Estimator], list[QueueSnapshot]]:
     async with knowledge_base(settings) as kb:
         catalog = await kb.get_catalog()
-        from tools.planning.service import gather_estimators  # loads the estimators
+        from tools.planning.service import gather_estimators, shared_chain  # loads estimators
 
-        estimators = await gather_estimators(kb, spec, catalog)
+        chain = shared_chain(kb, promoted=promoted_loader)
+        estimators = await gather_estimators(kb, spec, catalog, chain=chain)
         snapshots = [await _live_snapshot(settings, spec, catalog)] if live_queue else []
     return catalog, estimators, snapshots
 

@@ -311,3 +311,16 @@ def test_an_interval_stored_before_the_basis_existed_reads_as_assumed() -> None:
 
     old = Interval.model_validate_json('{"point": 10, "low": 5, "high": 20, "coverage": 0.8}')
     assert old.coverage_basis == "assumed"
+
+
+async def test_the_agent_plans_with_the_processs_one_estimator_chain(tmp_path: Path) -> None:
+    from knowledge_base.sqlite import SQLiteKnowledgeBase
+    from tools.planning.service import shared_chain
+
+    kb = SQLiteKnowledgeBase(tmp_path / "kb.db")
+    try:
+        agent = ResourceEstimation(kb)
+        assert agent.estimators is shared_chain(kb)  # the CLI and MCP's chain: trained once
+        assert agent.estimators.promoted_loader is not None  # promoted models serve here too
+    finally:
+        await kb.close()

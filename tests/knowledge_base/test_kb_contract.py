@@ -104,6 +104,19 @@ async def test_jobs_are_keyed_by_system_and_id_and_query_in_submit_order(
         await kb.get_job("pitzer", "99")
 
 
+async def test_adding_only_new_jobs_keeps_known_ones_and_counts_what_it_added(
+    kb: KnowledgeBase,
+) -> None:
+    await kb.add_jobs([_job("1", minutes=10)])
+    added = await kb.add_new_jobs([_job("1").model_copy(update={"run_s": 1}), _job("2", "bob")])
+    assert added == 1
+    assert (await kb.get_job("pitzer", "1")).run_s == 600  # known: left as it was
+    assert await kb.add_new_jobs([_job("1"), _job("2", "bob")]) == 0  # a second import
+    assert await kb.count_jobs(JobQuery()) == 2
+    assert await kb.count_jobs(JobQuery(user="bob", limit=1)) == 1
+    assert await kb.count_jobs(JobQuery(system="nowhere")) == 0
+
+
 async def test_profiles_filter_by_family_and_status(kb: KnowledgeBase) -> None:
     await kb.add_profiles(
         [

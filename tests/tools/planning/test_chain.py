@@ -1,0 +1,202 @@
+"""The estimator chain: one per process, trained once, retrained when history changes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from knowledge_base.catalog import Catalog, NodeType, Partition, System
+from knowledge_base.records import (
+    EstimatorRecord,
+    EstimatorStatus,
+    JobRecord,
+    JobState,
+    ProfileRecord,
+    ResourceEstimate,
+)
+from knowledge_base.seed import load_seed_catalog
+from knowledge_base.sqlite import SQLiteKnowledgeBase
+from knowledge_base.workload import DNNTraining, GenericJob, Goals, WorkloadSpec
+from tools.planning.chain import RUNTIME_TARGET, ChainConfig, EstimatorChain
+from tools.planning.estimation import Candidate, Estimator, NoEstimate, Workload
+from tools.planning.profiled import PROFILE_FAMILY, ProfiledWorkloadEstimator
+from tools.planning.service import gather_estimators, shared_chain
+
+START = datetime(2024, 1, 1, tzinfo=UTC)
+GENERIC = WorkloadSpec(
+    name="md",
+    user="alice",
+    workload=GenericJob(application="lmp", cores=28, walltime_s=4 * 3600, memory_mb=8000),
+    goals=Goals(systems=["owens"]),
+)
+
+
+def _jobs(count: int, *, first: int = 0, start: datetime = START) -> list[JobRecord]:
+    """A user whose LAMMPS runs take about an hour though they ask for four."""
+    records = []
+    for index in range(first, first + count):
+        submit = start + timedelta(hours=index)
+        run_s = 3000 + (index % 7) * 200
+        records.append(
+            JobRecord(
+                job_id=str(index), system="owens", partition="batch", user="alice",
+                application="lmp", state=JobState.COMPLETED, submit_time=submit,
+                start_time=submit, end_time=submit + timedelta(seconds=run_s), run_s=run_s,
+                requested_cores=28, requested_walltime_s=4 * 3600,
+            )
+        )  # fmt: skip
+    return records
+
+
+@pytest.fixture
+async def kb(tmp_path: Path) -> AsyncIterator[SQLiteKnowledgeBase]:
+    store = SQLiteKnowledgeBase(tmp_path / "kb.db")
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_seed_catalog()
+
+
+async def test_two_plans_in_one_process_train_the_history_estimator_once(
+    kb: SQLiteKnowledgeBase, catalog: Catalog
+) -> None:
+    await kb.add_jobs(_jobs(1100))
+    first = await gather_estimators(kb, GENERIC, catalog)
+    second = await gather_estimators(kb, GENERIC, catalog)
+    assert first[0].estimator_id.startswith("history-owens")
+    assert second[0].estimator_id == first[0].estimator_id
+    assert shared_chain(kb).trainings == 1  # was one training per system per call
+
+
+async def test_new_history_retrains_and_a_trickle_does_not(
+    kb: SQLiteKnowledgeBase, catalog: Catalog
+) -> None:
+    await kb.add_jobs(_jobs(1100))
+    chain = EstimatorChain(kb, ChainConfig(history_retrain_growth=0.1))
+    trained = await chain.history("owens")
+    await kb.add_jobs(_jobs(5, first=1100))  # 5 < 10% of 1100: the model is kept
+    assert await chain.history("owens") is trained
+    assert chain.trainings == 1
+    # An import of the center's older past counts as much as new jobs do.
+    await kb.add_jobs(_jobs(200, first=5000, start=START - timedelta(days=400)))
+    retrained = await chain.history("owens")
+    assert retrained is not None and retrained is not trained
+    assert chain.trainings == 2
+
+
+async def test_too_little_history_trains_nothing_and_does_not_try_again_each_call(
+    kb: SQLiteKnowledgeBase,
+) -> None:
+    await kb.add_jobs(_jobs(20))
+    chain = EstimatorChain(kb, ChainConfig(history_min_jobs=10))
+    assert await chain.history("owens") is None  # under the estimator's 1,000 finished
+    assert await chain.history("owens") is None
+    assert chain.trainings == 1
+
+
+SMALL = System(
+    name="testcluster",
+    center="lab",
+    node_types=[NodeType(name="n", count=1, cores=2, memory_mb=20000)],
+    partitions=[
+        Partition(
+            name="debug",
+            node_type="n",
+            max_nodes=1,
+            max_cores_per_node=2,
+            max_memory_mb=4096,
+            max_minutes=60,
+        )
+    ],
+)
+DNN = WorkloadSpec(
+    name="cnn",
+    user="alice",
+    workload=DNNTraining(
+        model="examples/cascade/train.py",
+        dataset_samples=8192,
+        epochs=4,
+        batch_sizes=[64],
+        command="python train.py",
+    ),
+)
+
+
+async def test_the_front_ends_chain_uses_the_workloads_own_profiles(
+    kb: SQLiteKnowledgeBase,
+) -> None:
+    await kb.add_profiles(
+        [
+            ProfileRecord(
+                id="profile-1",
+                family=PROFILE_FAMILY,
+                model="examples/cascade/train.py",
+                config={"batch_size": 64, "startup_s": 3.0},
+                hardware={"system": "testcluster", "node_type": "n", "cores": 2, "gpus": 0},
+                iteration_s=0.05,
+                peak_memory_mb=400,
+            )
+        ]
+    )
+    chain = await gather_estimators(kb, DNN, Catalog(systems=[SMALL]))
+    assert isinstance(chain[0], ProfiledWorkloadEstimator)  # the CLI and MCP never had it
+
+
+@dataclass
+class _Promoted:
+    """A stand-in for Model Promotion's loaded model (the real loader lives in agents/,
+    which tools cannot import; tests/agents cover it): answers with nothing, says who."""
+
+    record: EstimatorRecord
+    now: datetime | None = None
+
+    @property
+    def estimator_id(self) -> str:
+        return self.record.id
+
+    def at(self, now: datetime) -> Estimator:
+        return _Promoted(self.record, now)
+
+    def estimate(self, workload: Workload, candidate: Candidate) -> ResourceEstimate | NoEstimate:
+        return NoEstimate("a stand-in")
+
+
+async def test_the_promoted_estimator_is_loaded_once_and_again_when_another_is_promoted(
+    kb: SQLiteKnowledgeBase, catalog: Catalog
+) -> None:
+    loaded: list[str] = []
+
+    def load(record: EstimatorRecord) -> _Promoted:
+        loaded.append(record.id)
+        return _Promoted(record)
+
+    async def promote(estimator_id: str) -> None:
+        await kb.put_estimator(
+            EstimatorRecord(
+                id=estimator_id,
+                kind="history",
+                target=RUNTIME_TARGET,
+                status=EstimatorStatus.CANDIDATE,
+            )
+        )
+        await kb.promote_estimator(estimator_id)
+
+    chain = EstimatorChain(kb, promoted=load)
+    assert (await chain.estimators(GENERIC, catalog))[0].estimator_id != "reg-1"
+    await promote("reg-1")
+    for _ in range(2):
+        first = (await chain.estimators(GENERIC, catalog))[0]
+        assert first.estimator_id == "reg-1"
+    assert loaded == ["reg-1"]
+    await promote("reg-2")
+    assert (await chain.estimators(GENERIC, catalog))[0].estimator_id == "reg-2"
+    assert loaded == ["reg-1", "reg-2"]

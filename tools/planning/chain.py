@@ -1,0 +1,209 @@
+"""The estimator chain: one per process, shared by the CLI, the MCP server and the agents.
+
+For a workload the chain answers with its estimators, best first; the planner asks them
+in order and the first answer wins (``tools.planning.estimation.estimate_first``):
+
+1. this very workload's profiles (``ProfiledWorkloadEstimator``: measured iteration time
+   and peak memory from downsized runs the Profiling agent made),
+2. the promoted registry estimator (Model Promotion's choice), when a loader for it is
+   given (the agents' ``agents.promotion`` provides one; tools cannot import agents),
+3. the per-hardware estimators (``_hardware_estimators``: HARP's trained DNN estimators
+   today; a GPU estimator plugs in there),
+4. for generic jobs, the history estimator trained on each system's finished jobs,
+5. the analytic fallbacks (``tools.planning.whatif.default_estimators``).
+
+What is expensive is kept between requests: a system's history estimator (a full
+XGBoost training on up to ``history_jobs`` jobs) and the loaded promoted model. Each
+request checks, cheaply, whether the knowledge base has new data: the number of the
+system's jobs (``KnowledgeBase.count_jobs``, one indexed count), retraining once it has
+moved by ``history_retrain_growth`` of what the model trained on (any history import
+counts, whatever its jobs' dates), and the promoted record's id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from knowledge_base.catalog import Catalog
+from knowledge_base.records import EstimatorRecord, ProfileStatus
+from knowledge_base.store import JobQuery, KnowledgeBase
+from knowledge_base.workload import DNNTraining, GenericJob, WorkloadSpec
+from tools.planning.estimation import Estimator
+from tools.planning.profiled import PROFILE_FAMILY, ProfiledWorkloadEstimator
+from tools.planning.whatif import default_estimators
+
+if TYPE_CHECKING:  # xgboost is heavy: imported where a history estimator is trained
+    from tools.estimators.history import HistoryEstimator
+
+__all__ = [
+    "RUNTIME_TARGET",
+    "ChainConfig",
+    "EstimatorChain",
+    "PromotedEstimator",
+    "PromotedLoader",
+]
+
+log = logging.getLogger(__name__)
+
+RUNTIME_TARGET = "runtime_s"
+"""The registry target of generic jobs' run time (Model Promotion's)."""
+
+
+class PromotedEstimator(Protocol):
+    """A promoted model behind the estimator seam, asked about a job submitted at ``now``."""
+
+    def at(self, now: datetime) -> Estimator: ...
+
+
+PromotedLoader = Callable[[EstimatorRecord], PromotedEstimator]
+"""Turns the promoted registry record into an estimator (raises OSError/ValueError when
+its artifact cannot be read)."""
+
+
+class ChainConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    history_min_jobs: int = Field(default=1000, ge=1, description="To train a history estimator")
+    history_jobs: int = Field(default=50_000, ge=1, description="Most jobs one training reads")
+    history_retrain_growth: float = Field(
+        default=0.1,
+        ge=0,
+        description="Retrain a system's history estimator once its job count has moved by "
+        "this fraction of what it trained on (0: whenever the count moved)",
+    )
+
+
+@dataclass(frozen=True)
+class _TrainedHistory:
+    jobs: int  # the system's job count when it trained (or tried to)
+    estimator: HistoryEstimator | None  # None: too few finished jobs to train on
+
+
+class EstimatorChain:
+    """Builds the chain for each request from what it keeps: build one per process."""
+
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        config: ChainConfig | None = None,
+        *,
+        promoted: PromotedLoader | None = None,
+    ) -> None:
+        self.kb = kb
+        self.config = config or ChainConfig()
+        self.promoted_loader = promoted
+        self._history: dict[str, _TrainedHistory] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._promoted: tuple[str, PromotedEstimator] | None = None
+        self._promoted_failed: str | None = None
+        self.trainings = 0  # history trainings so far (what the cache saves shows here)
+
+    async def estimators(
+        self, spec: WorkloadSpec, catalog: Catalog, now: datetime | None = None
+    ) -> list[Estimator]:
+        """The estimators for ``spec``, best first, for a job submitted at ``now``
+        (the request's time; None: the wall clock)."""
+        now = now or datetime.now(UTC)
+        chain: list[Estimator] = []
+        chain.extend(await self._profiled(spec))
+        promoted = await self.promoted()
+        if promoted is not None:
+            chain.append(promoted.at(now))
+        chain.extend(self._hardware_estimators(spec))
+        chain.extend(await self._history_estimators(spec, catalog, now))
+        chain.extend(default_estimators(spec))
+        return chain
+
+    # -- the links -------------------------------------------------------------------------
+
+    async def _profiled(self, spec: WorkloadSpec) -> list[Estimator]:
+        workload = spec.workload
+        if not isinstance(workload, DNNTraining):
+            return []
+        profiles = [
+            p
+            for p in await self.kb.query_profiles(family=PROFILE_FAMILY, status=ProfileStatus.OK)
+            if p.model == workload.model
+        ]
+        return [ProfiledWorkloadEstimator(workload.model, tuple(profiles))] if profiles else []
+
+    async def promoted(self) -> PromotedEstimator | None:
+        """The promoted runtime estimator, reloaded when the registry promotes another."""
+        if self.promoted_loader is None:
+            return None
+        record = await self.kb.promoted_estimator(RUNTIME_TARGET)
+        if record is None:
+            self._promoted = None
+            return None
+        if self._promoted is not None and self._promoted[0] == record.id:
+            return self._promoted[1]
+        if self._promoted_failed == record.id:
+            return None  # said once; the next promotion is tried afresh
+        try:
+            loaded = self.promoted_loader(record)
+        except (OSError, ValueError) as exc:
+            log.warning("promoted estimator %s cannot be loaded: %s", record.id, exc)
+            self._promoted, self._promoted_failed = None, record.id
+            return None
+        self._promoted = (record.id, loaded)
+        return loaded
+
+    def forget_promoted(self) -> None:
+        """Drop the loaded promoted model (a promotion event arrived)."""
+        self._promoted = None
+        self._promoted_failed = None
+
+    @staticmethod
+    def _hardware_estimators(spec: WorkloadSpec) -> list[Estimator]:
+        """The one place per-hardware estimators are chosen for a workload."""
+        from tools.estimators.dnn.adapter import planner_estimators  # torch loads on use
+
+        return list(planner_estimators(spec))
+
+    async def _history_estimators(
+        self, spec: WorkloadSpec, catalog: Catalog, now: datetime
+    ) -> list[Estimator]:
+        if not isinstance(spec.workload, GenericJob):
+            return []
+        from tools.planning.generic import HistoryRuntimeEstimator
+
+        found: list[Estimator] = []
+        for system in spec.goals.systems or catalog.names():
+            trained = await self.history(system)
+            if trained is not None:
+                found.append(
+                    HistoryRuntimeEstimator(system, trained, user=spec.user, now_s=now.timestamp())
+                )
+        return found
+
+    async def history(self, system: str) -> HistoryEstimator | None:
+        """``system``'s history estimator: the kept one while the knowledge base has no
+        new history for it, else a fresh training."""
+        lock = self._locks.setdefault(system, asyncio.Lock())
+        async with lock:  # two requests at once train once
+            config = self.config
+            jobs = await self.kb.count_jobs(JobQuery(system=system))
+            cached = self._history.get(system)
+            if cached is not None and abs(jobs - cached.jobs) < max(
+                1.0, config.history_retrain_growth * cached.jobs
+            ):
+                return cached.estimator
+            if jobs < config.history_min_jobs:
+                return cached.estimator if cached is not None else None
+            from tools.planning.generic import train_history
+
+            records = await self.kb.query_jobs(JobQuery(system=system, limit=config.history_jobs))
+            self.trainings += 1
+            estimator = await asyncio.to_thread(train_history, records)
+            if estimator is None and cached is not None:
+                estimator = cached.estimator  # the new history taught nothing usable
+            self._history[system] = _TrainedHistory(jobs, estimator)
+            log.info("history estimator for %s trained on %d jobs", system, len(records))
+            return estimator
