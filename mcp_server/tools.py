@@ -841,7 +841,8 @@ def tool_errors() -> Iterator[None]:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ToolError(f"{where}: {first['msg']}") from exc
+        message = first["msg"].removeprefix("Value error, ")
+        raise ToolError(f"{where}: {message}" if where else message) from exc
 
 
 def flat_parameters(input_model: type[BaseModel]) -> list[inspect.Parameter]:
