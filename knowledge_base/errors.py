@@ -9,7 +9,9 @@
     +-- NotFoundError                   a named system, partition, plan, job... does not exist
     +-- ConflictError                   a write lost a race (stale version, duplicate name)
     +-- StorageError                    the knowledge base could not be read or written;
-    |                                   transient when the store is busy or unreachable
+    |                                   transient only when the store was busy (SQLite's
+    |                                   lock) or unreachable/slow (MongoDB); a broken
+    |                                   constraint, a corrupt file, a duplicate key: not
     +-- BusError                        (agents.bus.base) the broker did not answer (transient)
     |   +-- BusRejectedError            the broker refused the request for good
     |   +-- CommitFailedError           the partition moved to another group member
@@ -18,7 +20,8 @@
     |   +-- RequestRejected             the request breaks a limit; never transient
     |   +-- SubmissionFailed            the batch system refused or did not answer
     |   +-- JobNotFound                 the executor knows no such job
-    +-- SlurmCommandError               (knowledge_base.importers.slurm) a SLURM command failed
+    |   +-- SlurmCommandError           (tools.actuators.slurm_commands) a SLURM command
+    |                                   failed; transient when the controller did not answer
     +-- PlanRaced                       (agents.scheduler) a plan kept changing (transient)
 
 The retry rule, the same for every error and every caller: a retry may help exactly

@@ -17,7 +17,13 @@ from datetime import datetime
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, ReplaceOne, UpdateOne
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import (
+    ConnectionFailure,
+    DuplicateKeyError,
+    ExecutionTimeout,
+    PyMongoError,
+    WTimeoutError,
+)
 
 from knowledge_base.catalog import Catalog
 from knowledge_base.errors import ConflictError, StorageError
@@ -33,12 +39,24 @@ from knowledge_base.records import (
 )
 from knowledge_base.store import JobQuery, KnowledgeBase, OutboxMessage, not_found
 
-__all__ = ["MongoKnowledgeBase"]
+__all__ = ["MongoKnowledgeBase", "storage_error"]
 
 
 def _doc(model: Any) -> dict[str, Any]:
     dumped: dict[str, Any] = model.model_dump(mode="json")
     return dumped
+
+
+def storage_error(exc: PyMongoError, url: str) -> StorageError:
+    """``exc`` as a StorageError, transient only when a retry may help: the server was
+    unreachable or slow (network errors, timeouts, a primary stepping down) or the driver
+    labels it retryable. A rejected write (a duplicate key, a failed validation) is not."""
+    transient = (
+        isinstance(exc, ConnectionFailure | ExecutionTimeout | WTimeoutError)
+        or exc.has_error_label("RetryableWriteError")
+        or exc.has_error_label("TransientTransactionError")
+    )
+    return StorageError(f"MongoDB at {url!r}: {exc}", transient=transient)
 
 
 class MongoKnowledgeBase(KnowledgeBase):
@@ -59,12 +77,13 @@ class MongoKnowledgeBase(KnowledgeBase):
 
     @asynccontextmanager
     async def _errors(self) -> AsyncIterator[None]:
-        """Every driver failure surfaces as one transient StorageError naming the server."""
+        """Every driver failure surfaces as one StorageError naming the server; transient
+        when the server could not be reached or answered in time (``storage_error``)."""
         await self._ready()
         try:
             yield
         except PyMongoError as exc:
-            raise StorageError(f"MongoDB at {self.url!r}: {exc}") from exc
+            raise storage_error(exc, self.url) from exc
 
     async def _ready(self) -> None:
         if self._indexed:
@@ -78,7 +97,7 @@ class MongoKnowledgeBase(KnowledgeBase):
             await self._db.events.create_index([("consumer", ASCENDING), ("pending", ASCENDING)])
             await self._db.events.create_index([("processed_ts", ASCENDING)])
         except PyMongoError as exc:
-            raise StorageError(f"MongoDB at {self.url!r}: {exc}") from exc
+            raise storage_error(exc, self.url) from exc
         self._indexed = True
 
     # -- catalog ----------------------------------------------------------------------

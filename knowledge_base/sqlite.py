@@ -33,7 +33,7 @@ from knowledge_base.records import (
 )
 from knowledge_base.store import JobQuery, KnowledgeBase, OutboxMessage, not_found
 
-__all__ = ["SQLiteKnowledgeBase"]
+__all__ = ["SQLiteKnowledgeBase", "storage_error"]
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -70,6 +70,24 @@ CREATE INDEX IF NOT EXISTS processed_age ON processed_events (processed_ts);
 """
 
 
+# SQLITE_BUSY and SQLITE_LOCKED: another connection holds the lock; the same call may
+# succeed once it lets go. Every other failure (a broken constraint, a corrupt or
+# read-only file, a full disk, a bad statement) fails the same way the next time.
+_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+
+def storage_error(exc: sqlite3.Error, where: str) -> StorageError:
+    """``exc`` as a StorageError that is transient only when the database was busy."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        busy = code & 0xFF in _BUSY_CODES  # extended codes keep the primary in the low byte
+    else:
+        text = str(exc).lower()
+        busy = "database is locked" in text or "database is busy" in text or "is locked" in text
+    busy = busy and isinstance(exc, sqlite3.OperationalError)
+    return StorageError(f"{where}: {type(exc).__name__}: {exc}", transient=busy)
+
+
 class SQLiteKnowledgeBase(KnowledgeBase):
     """KnowledgeBase over one SQLite file (``:memory:`` works for throwaway use)."""
 
@@ -85,7 +103,7 @@ class SQLiteKnowledgeBase(KnowledgeBase):
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SCHEMA)
         except sqlite3.Error as exc:
-            raise StorageError(f"cannot open knowledge base {self.path!r}: {exc}") from exc
+            raise storage_error(exc, f"cannot open knowledge base {self.path!r}") from exc
         self._lock = threading.Lock()
 
     async def close(self) -> None:
@@ -99,7 +117,7 @@ class SQLiteKnowledgeBase(KnowledgeBase):
                 try:
                     return fn()
                 except sqlite3.Error as exc:
-                    raise StorageError(f"knowledge base {self.path!r}: {exc}") from exc
+                    raise storage_error(exc, f"knowledge base {self.path!r}") from exc
 
         return await asyncio.to_thread(locked)
 

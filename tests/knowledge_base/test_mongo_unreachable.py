@@ -36,3 +36,16 @@ def test_kb_url_picks_the_backend() -> None:
     assert isinstance(open_knowledge_base("mongodb://127.0.0.1:1/"), MongoKnowledgeBase)
     with pytest.raises(ValueError, match="postgres://x"):
         open_knowledge_base("postgres://x")
+
+
+def test_only_failures_a_retry_can_fix_are_transient() -> None:
+    """The old backend called every driver error transient, a duplicate key included."""
+    from pymongo.errors import AutoReconnect, DuplicateKeyError, WriteError
+
+    from knowledge_base.mongo import storage_error
+
+    url = "mongodb://db:27017/"
+    assert storage_error(AutoReconnect("primary stepped down"), url).transient
+    assert not storage_error(DuplicateKeyError("E11000 duplicate key"), url).transient
+    assert not storage_error(WriteError("document failed validation"), url).transient
+    assert url in str(storage_error(DuplicateKeyError("E11000"), url))
