@@ -145,6 +145,7 @@ class EstimationObservation(Observation):
     spec: WorkloadSpec | None = None
     catalog: Catalog | None = None
     chain: list[object] = Field(default_factory=list, description="Estimators, in order")
+    unavailable: list[str] = Field(default_factory=list, description="Left out, and why")
     submitted: JobSubmitted | None = None
     prediction: ResourceEstimate | None = None
 
@@ -200,6 +201,7 @@ class ResourceEstimation(Agent[EstimationObservation]):
                 catalog=catalog,
                 # the request's time, not the clock's: decisions replay, simulations repeat
                 chain=list(await self.chain(payload.spec, catalog, event.time)),
+                unavailable=self.estimators.unavailable(),
             )
         if isinstance(payload, JobSubmitted):
             try:
@@ -250,6 +252,7 @@ class ResourceEstimation(Agent[EstimationObservation]):
                         plan_id=observation.plan_id,
                         estimates=estimates,
                         needs_profiling=why is not None,
+                        unavailable=observation.unavailable,
                     )
                 )
             ]

@@ -347,6 +347,11 @@ class EstimateReady(Payload):
     needs_profiling: bool = Field(
         default=False, description="No confident estimator: profiling was asked for first"
     )
+    unavailable: list[str] = Field(
+        default_factory=list,
+        description="Estimators that should have answered but could not, and why (the "
+        "estimates came from those after them)",
+    )
 
 
 @register_event("plan.ready")

@@ -324,3 +324,35 @@ async def test_the_agent_plans_with_the_processs_one_estimator_chain(tmp_path: P
         assert agent.estimators.promoted_loader is not None  # promoted models serve here too
     finally:
         await kb.close()
+
+
+async def test_a_promoted_estimator_that_cannot_load_is_named_in_the_answer_and_logged(
+    center: MiniCenter, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before, the estimates silently came from the fallbacks: nothing in the answer said
+    the promoted model was missing."""
+    await center.kb.put_estimator(
+        EstimatorRecord(
+            id="runtime-gone",
+            kind="loglinear-runtime",
+            target=RUNTIME_TARGET,
+            status=EstimatorStatus.SHADOW,
+            validation={"mape": 0.05},
+            artifact_path=str(tmp_path / "deleted.json"),
+        )
+    )
+    await center.kb.promote_estimator("runtime-gone")
+    await center.start(ResourceEstimation(center.kb))
+    spec = WorkloadSpec(
+        name="md", user="u", workload=GenericJob(application="lmp", cores=2, walltime_s=3600)
+    )
+    with caplog.at_level("WARNING"):
+        await center.publish(EstimateRequested(plan_id="g", spec=spec), "g")
+        await center.settle()
+    [ready] = await center.recorder.of(EstimateReady)
+    assert ready.estimates and all(e.estimator_id != "runtime-gone" for e in ready.estimates)
+    [why] = ready.unavailable
+    assert "runtime-gone cannot be loaded" in why and "deleted.json" in why
+    assert any(
+        r.levelname == "WARNING" and "runtime-gone" in r.getMessage() for r in caplog.records
+    )

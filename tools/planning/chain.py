@@ -103,6 +103,7 @@ class EstimatorChain:
         self._locks: dict[str, asyncio.Lock] = {}
         self._promoted: tuple[str, PromotedEstimator] | None = None
         self._promoted_failed: str | None = None
+        self._promoted_problem: str | None = None  # why the promoted one is not serving
         self.trainings = 0  # history trainings so far (what the cache saves shows here)
 
     async def estimators(
@@ -141,6 +142,7 @@ class EstimatorChain:
         record = await self.kb.promoted_estimator(RUNTIME_TARGET)
         if record is None:
             self._promoted = None
+            self._promoted_problem = None
             return None
         if self._promoted is not None and self._promoted[0] == record.id:
             return self._promoted[1]
@@ -149,16 +151,26 @@ class EstimatorChain:
         try:
             loaded = self.promoted_loader(record)
         except (OSError, ValueError) as exc:
-            log.warning("promoted estimator %s cannot be loaded: %s", record.id, exc)
+            self._promoted_problem = (
+                f"promoted estimator {record.id} cannot be loaded ({type(exc).__name__}: "
+                f"{exc}); estimates come from the estimators after it"
+            )
+            log.warning("%s", self._promoted_problem)
             self._promoted, self._promoted_failed = None, record.id
             return None
         self._promoted = (record.id, loaded)
+        self._promoted_problem = None
         return loaded
+
+    def unavailable(self) -> list[str]:
+        """Why estimators that should be in the chain are not (for the answer's readers)."""
+        return [self._promoted_problem] if self._promoted_problem else []
 
     def forget_promoted(self) -> None:
         """Drop the loaded promoted model (a promotion event arrived)."""
         self._promoted = None
         self._promoted_failed = None
+        self._promoted_problem = None
 
     @staticmethod
     def _hardware_estimators(spec: WorkloadSpec) -> list[Estimator]:
