@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -132,28 +133,31 @@ async def serving(
 ) -> AsyncIterator[int]:
     """Serve ``app`` on ``host:port`` until the block ends; yields the bound port (for 0).
 
-    A port that cannot be bound is an ``InvalidInputError`` naming ``option``."""
-    server = _Embedded(
-        uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
-    )
-    task = asyncio.create_task(server.serve(), name=f"http-{host}:{port}")
+    The socket is bound here, not by uvicorn (which exits the process when it cannot
+    bind): a port that cannot be bound is an ``InvalidInputError`` naming ``option``."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.create_server((host, port), family=family)
+    except OSError as exc:
+        raise InvalidInputError(
+            f"cannot serve on {host}:{port}: {exc.strerror or exc}", field=option, value=port
+        ) from exc
+    server = _Embedded(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    task = asyncio.create_task(server.serve(sockets=[sock]), name=f"http-{host}:{port}")
     try:
         deadline = asyncio.get_running_loop().time() + start_timeout_s
         while not server.started:
             if task.done():
-                with contextlib.suppress(SystemExit, Exception):
-                    task.result()  # uvicorn logs why (the port is taken...) and exits
-                raise InvalidInputError(
-                    f"cannot serve on {host}:{port} (in use, or not an address here?)",
-                    field=option,
-                    value=port,
-                )
+                task.result()
+                raise RuntimeError(f"the server on {host}:{port} stopped as it started")
             if asyncio.get_running_loop().time() > deadline:
                 raise TimeoutError(f"the server on {host}:{port} did not start")
             await asyncio.sleep(0.01)
-        bound = server.servers[0].sockets[0].getsockname()[1]
-        yield int(bound)
+        yield int(sock.getsockname()[1])
     finally:
         server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError, SystemExit):
-            await task
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        finally:
+            sock.close()
