@@ -28,6 +28,7 @@ from tools.estimators.features import HistoryJob
 from tools.estimators.history import (
     HistoryEstimator,
     QuantileModel,
+    distribution_quantile,
     predict_rows,
     runtime_distribution,
 )
@@ -50,9 +51,7 @@ class RuntimeDistributions:
         request where none does)."""
         if not 0.0 < alpha <= 1.0:
             raise InvalidInputError("a quantile lies in (0, 1]", field="quantile", value=alpha)
-        reaches = self.coverage >= alpha
-        first = np.where(reaches.any(axis=1), reaches.argmax(axis=1), self.values_s.shape[1] - 1)
-        picked: np.ndarray = self.values_s[np.arange(len(first)), first]
+        picked: np.ndarray = distribution_quantile(self.values_s, self.coverage, alpha)
         return picked
 
     def for_engine(self, alpha: float) -> Distribution:

@@ -39,11 +39,12 @@ class RightsizePolicy(BaseModel):
         le=1,
         description="The estimate: the smallest candidate predicted to cover this share",
     )
-    correction_quantile: float = Field(
+    correction_quantile: float | None = Field(
         default=0.5,
         gt=0,
         le=1,
-        description="After an outlived estimate: this conditional quantile of what is left",
+        description="After an outlived estimate: this conditional quantile of what is left "
+        "(None: the request, as EASY++)",
     )
     order: Literal["fcfs", "sjbf", "saf"] = "sjbf"
 
@@ -61,6 +62,10 @@ def replay_rightsize(
         estimate="model",
         model_estimates_s=distributions.quantile_s(chosen.estimate_quantile),
         order=chosen.order,
-        distribution=distributions.for_engine(chosen.correction_quantile),
+        distribution=(
+            None
+            if chosen.correction_quantile is None
+            else distributions.for_engine(chosen.correction_quantile)
+        ),
         label="rightsize",
     )

@@ -108,6 +108,7 @@ __all__ = [
     "PredictionBatch",
     "QuantileModel",
     "allowance_s",
+    "distribution_quantile",
     "fit_snapshot",
     "predict_rows",
     "runtime_distribution",
@@ -221,6 +222,14 @@ class HistoryConfig(BaseModel):
     threads: int = Field(default=1, ge=1)
     memory: Literal["auto", "on", "off"] = "auto"
     seed: int = 0
+    schedule_quantile: float = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        description="The scheduling estimate: the smallest candidate predicted to cover "
+        "this share of runs (chosen for the schedule's bsld, leave-one-trace-out: "
+        "docs/simulations.md)",
+    )
 
 
 class HistoryPrediction(BaseModel):
@@ -235,6 +244,13 @@ class HistoryPrediction(BaseModel):
         ge=0, description="The same point (the issue's p50): best expected accuracy"
     )
     runtime_safe_s: float = Field(ge=0, description="Walltime to request")
+    runtime_schedule_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="For a backfilling scheduler's reservations and shortest-first order: "
+        "the schedule_quantile of the run-time distribution (a low one: for bsld an "
+        "under-estimate costs less than an over-estimate; kills stay at the request)",
+    )
     safe_coverage: float = Field(gt=0, lt=1, description="Intended P(run <= safe)")
     memory_p50_kb_per_proc: float | None = Field(default=None, ge=0)
     memory_safe_kb_per_proc: float | None = Field(default=None, ge=0)
@@ -420,6 +436,15 @@ def predict_rows(model: QuantileModel | None, rows: NDArray[np.floating]) -> Pre
         memory_p50_kb_per_proc=mem_p50,
         memory_safe_kb_per_proc=mem_safe,
     )
+
+
+def distribution_quantile(values: FloatArray, coverage: FloatArray, alpha: float) -> FloatArray:
+    """Row by row, the smallest value whose coverage reaches ``alpha`` (else the largest);
+    ``values`` and ``coverage`` as :func:`runtime_distribution` returns them."""
+    reaches = coverage >= alpha
+    first = np.where(reaches.any(axis=1), reaches.argmax(axis=1), values.shape[1] - 1)
+    picked: FloatArray = values[np.arange(len(first)), first]
+    return picked
 
 
 def runtime_distribution(
@@ -806,10 +831,13 @@ class HistoryEstimator:
         batch = predict_rows(model, np.asarray([row], dtype=np.float64))
         mem_p50 = float(batch.memory_p50_kb_per_proc[0])
         mem_safe = float(batch.memory_safe_kb_per_proc[0])
+        values, coverage = runtime_distribution(model, np.asarray([row], dtype=np.float64))
+        schedule = distribution_quantile(values, coverage, self.config.schedule_quantile)
         return HistoryPrediction(
             runtime_estimate_s=float(batch.runtime_estimate_s[0]),
             runtime_p50_s=float(batch.runtime_p50_s[0]),
             runtime_safe_s=float(batch.runtime_safe_s[0]),
+            runtime_schedule_s=float(schedule[0]),
             safe_coverage=1.0 - self.config.target_under_rate,
             memory_p50_kb_per_proc=None if math.isnan(mem_p50) else mem_p50,
             memory_safe_kb_per_proc=None if math.isnan(mem_safe) else mem_safe,
