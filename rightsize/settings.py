@@ -76,6 +76,15 @@ class Settings(BaseSettings):
         description="Per cascade segment: start-up plus loading and saving a checkpoint",
     )
     poll_interval_s: float = Field(default=5.0, gt=0, description="How often jobs are polled")
+    retention_days: float = Field(
+        default=7.0,
+        gt=0,
+        description="A running center deletes processed-event records, plane checkpoints "
+        "(each thread's latest excepted) and ended plans' threads older than this",
+    )
+    retention_interval_s: float = Field(
+        default=3600.0, gt=0, description="How often a running center prunes"
+    )
     local_system: str = Field(
         default="local", min_length=1, description="Catalog name of the local SLURM cluster"
     )

@@ -122,7 +122,7 @@ async def build_executors(
 def center_config(
     settings: Settings, agents: tuple[AgentName, ...], *, embedded: bool
 ) -> CenterConfig:
-    from agents.center import CenterConfig
+    from agents.center import CenterConfig, RetentionPolicy
     from agents.optimization import OptimizationConfig
     from agents.scheduler import SchedulerConfig
 
@@ -144,6 +144,9 @@ def center_config(
                 usd_per_core_hour=settings.usd_per_core_hour,
                 usd_per_gpu_hour=settings.usd_per_gpu_hour,
             ),
+        ),
+        retention=RetentionPolicy(
+            keep_days=settings.retention_days, interval_s=settings.retention_interval_s
         ),
     )
 

@@ -159,3 +159,20 @@ async def test_one_agent_per_process_on_kafka_answers_and_stops_on_sigterm(
             process.kill()
             process.wait(10)
         log.close()
+
+
+def test_retention_comes_from_the_settings_and_rejects_a_non_positive_value(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from pydantic import ValidationError
+
+    from rightsize.commands.center import center_config
+    from rightsize.settings import Settings
+
+    monkeypatch.setenv("RIGHTSIZE_HOME", str(tmp_path))
+    monkeypatch.setenv("RIGHTSIZE_RETENTION_DAYS", "2.5")
+    config = center_config(Settings(), ("estimation",), embedded=True)
+    assert (config.retention.keep_days, config.retention.interval_s) == (2.5, 3600.0)
+    monkeypatch.setenv("RIGHTSIZE_RETENTION_DAYS", "0")
+    with pytest.raises(ValidationError, match="retention_days"):
+        Settings()
