@@ -305,6 +305,7 @@ def test_recalibration_keeps_the_trees_and_rechooses_only_the_safe_weight() -> N
     assert trained is not None and trained.version == 1
     estimator.learn_history(_job(i, f"u{i % 3}", 100.0 * (1 + i % 7)) for i in range(200, 250))
     recalibrated = estimator.model
+    assert recalibrated is not None
     assert recalibrated is not trained  # a new snapshot: predictions before it keep theirs
     assert recalibrated.accuracy is trained.accuracy
     assert recalibrated.coverage is trained.coverage
