@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -279,3 +281,27 @@ async def test_a_scrape_during_a_broker_outage_answers_in_time_with_the_bus_down
             assert value(metrics, "rightsize_up", part="bus") == 0
             assert value(metrics, "rightsize_up", part="knowledge_base") == 1
             broker.start()  # let the runner and the bus leave cleanly
+
+
+def exposed_names() -> set[str]:
+    """Every series name a CenterMetrics can expose (what a PromQL query may name)."""
+    names = set()
+    for family in CenterMetrics().registry.collect():
+        names.add(family.name)
+        if family.type == "counter":
+            names.add(family.name + "_total")
+        elif family.type == "histogram":
+            names.update(family.name + suffix for suffix in ("_bucket", "_count", "_sum"))
+    return names
+
+
+@pytest.mark.parametrize(
+    "doc", ["docs/grafana-dashboard.json", "docs/observability.md", "docs/prometheus.yml"]
+)
+def test_the_docs_and_the_dashboard_name_only_metrics_that_exist(doc: str) -> None:
+    text = (Path(__file__).resolve().parents[2] / doc).read_text()
+    named = set(re.findall(r"\brightsize_[a-z_]+[a-z]\b", text))
+    assert named - exposed_names() == set()
+    if doc.endswith(".json"):
+        queries = [t["expr"] for p in json.loads(text)["panels"] for t in p["targets"]]
+        assert queries and all("rightsize_" in q for q in queries)

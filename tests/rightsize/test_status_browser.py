@@ -6,7 +6,8 @@ are the real Scheduler on the in-process bus and SQLite; the cluster is the simu
 on a manual clock (``tests/agents/harness.py``), so minutes of job time pass in
 milliseconds. Chromium and its driver are Debian's (``scripts/browser/install.sh``).
 
-``RIGHTSIZE_STATUS_SCREENSHOT=docs/status-page.png`` keeps the screenshot for the docs.
+``RIGHTSIZE_STATUS_SCREENSHOT=docs/status-page.png`` keeps the screenshot for the docs,
+``RIGHTSIZE_STATUS_TERMINAL=FILE`` what ``rightsize center status`` printed.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
+from typer.testing import CliRunner
 
 from agents.events import EstimatorDecision, PlanApproved, ScheduleDecision
 from agents.scheduler import Scheduler, SchedulerConfig
 from knowledge_base.records import EstimatorRecord, EstimatorStatus, Plan
+from rightsize.cli import app
 from rightsize.observability.feed import EventFeed
 from rightsize.observability.server import Access, Observed, serving, status_app
 from tests.agents.harness import MiniCenter, dnn_spec, generic_spec, make_plan, until
@@ -222,6 +225,17 @@ async def test_the_page_follows_plans_live_and_shows_why_a_job_failed(
                 assert await asyncio.to_thread(
                     browser.execute_script, "return window.loadedOnce === true;"
                 )
+                # The terminal shows the same picture (`rightsize center status`).
+                said = await asyncio.to_thread(
+                    CliRunner().invoke,
+                    app,
+                    ["center", "status", "--url", f"http://127.0.0.1:{port}"],
+                    env={"COLUMNS": "150"},
+                )
+                assert said.exit_code == 0, said.output
+                assert "plan-never-fits" in said.stdout and "more_memory" in said.stdout
+                if os.environ.get("RIGHTSIZE_STATUS_TERMINAL"):
+                    Path(os.environ["RIGHTSIZE_STATUS_TERMINAL"]).write_text(said.stdout)
                 await asyncio.sleep(0.5)  # one more poll: the screenshot shows the last state
                 shot = Path(os.environ.get("RIGHTSIZE_STATUS_SCREENSHOT", tmp_path / "s.png"))
                 shot.parent.mkdir(parents=True, exist_ok=True)
