@@ -18,24 +18,28 @@ if TYPE_CHECKING:  # the generators (torch, scipy) load when a command runs
     from simulations.synth.generator import ModelKind
 
 app = typer.Typer(
-    help="Synthetic job traces fitted on a real SWF trace (Gaussian copula or TVAE).",
+    help="Synthetic job traces fitted on a real SWF trace (Gaussian copula, TVAE, or a "
+    "sequence model that keeps time of day, bursts and sessions).",
     no_args_is_help=True,
 )
 
-MODELS: dict[str, ModelKind] = {"copula": "copula", "tvae": "tvae"}
+MODELS: dict[str, ModelKind] = {"copula": "copula", "tvae": "tvae", "sequence": "sequence"}
+DEFAULT_EPOCHS: dict[str, int] = {"tvae": 60, "sequence": 12}
 
 
 @app.command("fit")
 def fit_command(
     trace: Path = typer.Option(..., "--trace", help="Real SWF trace (.swf or .swf.gz)"),
-    model: str = typer.Option("copula", "--model", help="copula or tvae"),
+    model: str = typer.Option("copula", "--model", help="copula, tvae or sequence"),
     out: Path = typer.Option(..., "--out", help="Where to write the fitted model"),
     seed: int = typer.Option(0, "--seed"),
     min_class_jobs: int = typer.Option(
         30, "--min-class-jobs", help="Jobs a user needs in a size class to get its own class"
     ),
     marginal: str = typer.Option("empirical", "--marginal", help="copula: empirical or kde"),
-    epochs: int = typer.Option(60, "--epochs", help="tvae: training epochs"),
+    epochs: int | None = typer.Option(
+        None, "--epochs", help="tvae (default 60) or sequence (default 12): training epochs"
+    ),
     procs: int | None = typer.Option(None, "--procs", help="Machine size (default: header)"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a summary."),
 ) -> None:
@@ -44,12 +48,15 @@ def fit_command(
     from simulations.synth.model_files import fit_model, save_model
 
     if model not in MODELS:
-        fail(InvalidInputError("use copula or tvae", field="--model", value=model), as_json)
+        fail(
+            InvalidInputError("use copula, tvae or sequence", field="--model", value=model),
+            as_json,
+        )
     options: dict[str, Any] = {"min_class_jobs": min_class_jobs}
     if model == "copula":
         options["marginal"] = marginal
     else:
-        options["epochs"] = epochs
+        options["epochs"] = DEFAULT_EPOCHS[model] if epochs is None else epochs
     try:
         with progress(f"fitting {model} on {trace.name}", quiet=as_json):
             fitted = fit_model(read_trace(trace, procs=procs), MODELS[model], seed=seed, **options)
@@ -122,6 +129,7 @@ def sample_command(
         "jobs": written,
         "seed": seed,
         "load_factor": sample.load_factor,
+        "kept_share": sample.kept_share,
         "seconds": seconds,
     }
     emit(
@@ -129,7 +137,7 @@ def sample_command(
         as_json,
         lambda: console.print(
             f"{written:,} jobs -> {out} in {seconds:.2f} s (seed {seed}, load factor "
-            f"{sample.load_factor:.3f})"
+            f"{sample.load_factor:.3f}, kept share {sample.kept_share:.3f})"
         ),
     )
 
@@ -161,6 +169,16 @@ def _render(report: FidelityReport) -> None:
             f"{figures.utilization:.3f}",
         )
     console.print(easy)
+    t = report.temporal
+    console.print(
+        f"time: hour-of-day TV {t.hour_of_day_tv:.3f}, day-of-week TV {t.day_of_week_tv:.3f}, "
+        f"gap autocorrelation max |diff| {t.gap_autocorrelation_max_diff:.3f}, hourly "
+        f"{t.hourly_autocorrelation_max_diff:.3f}; sessions {t.real.sessions:,} real "
+        f"(mean {t.real.mean_session_jobs:.2f} jobs) vs {t.synthetic.sessions:,} "
+        f"({t.synthetic.mean_session_jobs:.2f}), session jobs KS {t.session_jobs_ks:.3f}, "
+        f"processor-seconds KS {t.session_processor_seconds_ks:.3f}; sequence similarity "
+        f"{t.sequence_similarity:.3f}"
+    )
     console.print(
         f"correlation: max |diff| {report.correlation.max_abs_difference:.3f}, mean "
         f"{report.correlation.mean_abs_difference:.3f}; constraints: "
@@ -185,6 +203,9 @@ def evaluate_command(
     max_bsld: float = typer.Option(
         0.2, "--max-bsld", help="Target: largest relative EASY bsld difference"
     ),
+    max_hour_tv: float = typer.Option(
+        0.05, "--max-hour-tv", help="Target: largest hour-of-day arrival TV distance"
+    ),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when a target is missed."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
@@ -192,9 +213,12 @@ def evaluate_command(
     from simulations.synth.fidelity import Targets, evaluate
 
     try:
-        targets = Targets(max_ks=max_ks, max_bsld_relative=max_bsld)
+        targets = Targets(max_ks=max_ks, max_bsld_relative=max_bsld, max_hour_tv=max_hour_tv)
     except ValueError as error:
-        fail(InvalidInputError(f"bad target: {error}", field="--max-ks/--max-bsld"), as_json)
+        fail(
+            InvalidInputError(f"bad target: {error}", field="--max-ks/--max-bsld/--max-hour-tv"),
+            as_json,
+        )
     try:
         with progress(f"evaluating {synthetic.name}", quiet=as_json):
             result = evaluate(real, synthetic, report_dir=report, targets=targets)

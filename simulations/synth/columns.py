@@ -25,6 +25,7 @@ from typing import Literal
 import numpy as np
 
 from knowledge_base.errors import InvalidInputError
+from simulations.synth.clock import TraceClock
 from simulations.workload import machine_size, replayable
 from tools.traces.swf import SWFHeader, SWFJob, SWFReader
 
@@ -97,7 +98,11 @@ def transform_inverse(kind: Transform, values: np.ndarray) -> np.ndarray:
 
 @dataclass
 class JobTable:
-    """One row per job in submit order; ``interarrival_s[0]`` is ignored (first job at 0)."""
+    """One row per job in submit order; ``interarrival_s[0]`` is ignored (first job at 0).
+
+    ``start_s`` is when the first job was submitted, in the source trace's own seconds
+    (from its header's ``UnixStartTime``), so that times of day can be recovered.
+    """
 
     interarrival_s: np.ndarray
     procs: np.ndarray
@@ -105,6 +110,7 @@ class JobTable:
     run_s: np.ndarray
     status: np.ndarray
     user: np.ndarray
+    start_s: float = 0.0
 
     def __len__(self) -> int:
         return int(self.procs.size)
@@ -125,7 +131,11 @@ class JobTable:
         return values
 
     def take(self, rows: np.ndarray | slice) -> JobTable:
-        return JobTable(*(np.asarray(getattr(self, name))[rows] for name in COLUMNS))
+        """The given rows; the first one taken becomes t=0 (``start_s`` moves with it)."""
+        first = np.arange(len(self))[rows]
+        start = self.start_s + (float(self.submit_s[first[0]]) if first.size else 0.0)
+        taken = {name: np.asarray(getattr(self, name))[rows] for name in COLUMNS}
+        return JobTable(**taken, start_s=start)
 
 
 @dataclass
@@ -137,6 +147,14 @@ class Trace:
     machine_procs: int
     header: SWFHeader
     dropped: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def clock(self) -> TraceClock:
+        """Where the first job sits in real time, and the site's zone."""
+        return TraceClock(
+            epoch_s=int(self.header.unix_start_time_s or 0) + int(self.table.start_s),
+            zone_name=self.header.time_zone_string,
+        )
 
 
 def table_from_jobs(jobs: Iterable[SWFJob], *, machine_procs: int) -> tuple[JobTable, Counter[str]]:
@@ -163,6 +181,7 @@ def table_from_jobs(jobs: Iterable[SWFJob], *, machine_procs: int) -> tuple[JobT
         run_s=data[:, 4].copy(),
         status=data[:, 5].copy(),
         user=data[:, 6].copy(),
+        start_s=float(submit[0]) if submit.size else 0.0,
     )
     return table, dropped
 

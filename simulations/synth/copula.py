@@ -191,6 +191,7 @@ class CopulaModel:
             computer=trace.header.system_name,
             unix_start_time_s=trace.header.unix_start_time_s,
             time_zone_string=trace.header.time_zone_string,
+            first_submit_s=trace.table.start_s,
             training_jobs=len(trace.table),
             offered_load=data.offered_load,
             statuses=data.statuses,

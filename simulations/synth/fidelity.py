@@ -28,6 +28,7 @@ from scipy import stats
 from simulations.replay import replay
 from simulations.synth.columns import COLUMNS, JobTable, read_trace
 from simulations.synth.constraints import ConstraintReport, check_trace
+from simulations.synth.temporal import TemporalFidelity, compare_time
 from simulations.workload import load_swf
 
 __all__ = [
@@ -57,12 +58,15 @@ _LOG_COLUMNS = ("interarrival_s", "procs", "requested_time_s", "run_s")
 
 
 class Targets(BaseModel):
-    """Issue #11's bar: every column within ``max_ks``; EASY bsld within ``max_bsld_relative``."""
+    """Issue #11's bar: every column within ``max_ks``; EASY bsld within
+    ``max_bsld_relative``; issue #21's: arrivals per local hour within ``max_hour_tv``
+    total-variation distance."""
 
     model_config = ConfigDict(extra="forbid")
 
     max_ks: float = Field(default=0.1, gt=0, le=1)
     max_bsld_relative: float = Field(default=0.2, gt=0)
+    max_hour_tv: float = Field(default=0.05, gt=0, le=1)
 
 
 class ColumnDistance(BaseModel):
@@ -132,6 +136,7 @@ class FidelityReport(BaseModel):
     synthetic_jobs: int
     columns: list[ColumnDistance]
     correlation: CorrelationComparison
+    temporal: TemporalFidelity
     scheduling: SchedulingComparison
     constraints: ConstraintReport
     targets: Targets
@@ -226,6 +231,9 @@ def evaluate(
     synthetic_trace = read_trace(synthetic)
     columns = column_distances(real_trace.table, synthetic_trace.table)
     correlation = compare_correlations(real_trace.table, synthetic_trace.table)
+    temporal = compare_time(
+        real_trace.table, real_trace.clock, synthetic_trace.table, synthetic_trace.clock
+    )
     real_easy, synthetic_easy = easy_figures(real), easy_figures(synthetic)
     scheduling = SchedulingComparison(
         real=real_easy,
@@ -249,6 +257,14 @@ def evaluate(
     )
     checks.append(
         Check(
+            name="hour-of-day arrival TV",
+            value=temporal.hour_of_day_tv,
+            limit=goal.max_hour_tv,
+            passed=temporal.hour_of_day_tv <= goal.max_hour_tv,
+        )
+    )
+    checks.append(
+        Check(
             name="rows breaking a constraint",
             value=constraints.rows_with_violations,
             limit=0,
@@ -262,6 +278,7 @@ def evaluate(
         synthetic_jobs=len(synthetic_trace.table),
         columns=columns,
         correlation=correlation,
+        temporal=temporal,
         scheduling=scheduling,
         constraints=constraints,
         targets=goal,
@@ -279,7 +296,8 @@ def evaluate(
 def write_figures(
     report: FidelityReport, real: JobTable, synthetic: JobTable, directory: str | Path
 ) -> list[Path]:
-    """``correlation.png`` (real, synthetic, difference heatmaps) and ``marginals.png``."""
+    """``correlation.png`` (real, synthetic, difference heatmaps), ``marginals.png`` and
+    ``temporal.png`` (arrivals per hour and weekday, autocorrelations)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only; no display here or in CI
@@ -330,4 +348,32 @@ def write_figures(
     marginals = out / "marginals.png"
     fig.savefig(marginals, dpi=110)
     plt.close(fig)
-    return [heatmap, marginals]
+    return [heatmap, marginals, _temporal_figure(report.temporal, out / "temporal.png")]
+
+
+def _temporal_figure(t: TemporalFidelity, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(13, 8))
+    panels = [
+        ("hour_of_day", f"arrivals per local hour (TV {t.hour_of_day_tv:.3f})", "hour", 0),
+        ("day_of_week", f"arrivals per weekday (TV {t.day_of_week_tv:.3f})", "Mon..Sun", 0),
+        ("gap_autocorrelation", "autocorrelation of log gaps", "lag (jobs)", 1),
+        ("hourly_autocorrelation", "autocorrelation of arrivals per hour", "lag (hours)", 1),
+    ]
+    for ax, (name, title, xlabel, first) in zip(axes.ravel(), panels, strict=True):
+        for profile, label, style in ((t.real, "real", "-o"), (t.synthetic, "synthetic", "-s")):
+            values = getattr(profile, name)
+            ax.plot(range(first, first + len(values)), values, style, markersize=3, label=label)
+        ax.set_title(title)
+        ax.set_xlabel(xlabel)
+        ax.legend()
+    fig.suptitle(
+        f"time: sessions real {t.real.sessions:,} (mean {t.real.mean_session_jobs:.2f} jobs) vs "
+        f"synthetic {t.synthetic.sessions:,} ({t.synthetic.mean_session_jobs:.2f}); "
+        f"sequence similarity {t.sequence_similarity:.3f}"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

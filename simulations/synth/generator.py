@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -39,6 +39,7 @@ from tools.traces.swf import SWFHeader, SWFJob, write_swf
 __all__ = [
     "ModelKind",
     "Sample",
+    "SequenceTraceModel",
     "SynthMetadata",
     "TraceModel",
     "TrainingData",
@@ -46,11 +47,12 @@ __all__ = [
     "match_offered_load",
     "offered_load",
     "swf_jobs",
+    "thin_to_load",
     "training_data",
     "write_trace",
 ]
 
-ModelKind = Literal["copula", "tvae"]
+ModelKind = Literal["copula", "tvae", "sequence"]
 
 
 class SynthMetadata(BaseModel):
@@ -65,6 +67,12 @@ class SynthMetadata(BaseModel):
     computer: str | None = None
     unix_start_time_s: int | None = None
     time_zone_string: str | None = None
+    first_submit_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="The training trace's first submission after UnixStartTime; sampled "
+        "traces start there, so times of day line up",
+    )
     training_jobs: int = Field(ge=1)
     offered_load: float = Field(gt=0, description="Processor-seconds asked per second / procs")
     statuses: list[int] = Field(min_length=1)
@@ -83,6 +91,17 @@ class TraceModel(Protocol):
     def sample_rows(self, labels: np.ndarray, rng: np.random.Generator) -> np.ndarray: ...
 
     def state(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class SequenceTraceModel(Protocol):
+    """A generator that draws jobs in time order, classes included (no load matching)."""
+
+    metadata: SynthMetadata
+
+    def sample_sequence(
+        self, n_jobs: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 @dataclass
@@ -144,35 +163,120 @@ class Sample:
     table: JobTable
     seed: int
     load_factor: float  # gap scale applied to match the training load; 1.0 = none
+    kept_share: float = 1.0  # share of a sequence model's jobs kept by thinning to the load
+
+
+_SEQUENCE_MARGIN = 1.25  # extra jobs a sequence model draws so that thinning leaves enough
+_CAP = 1.1  # no trailing week offers more than this times the training trace's load
+_CAP_WINDOW_S = 7 * 86_400
+
+
+def _admit_under_cap(table: JobTable, cap_load: float, machine_procs: int) -> np.ndarray:
+    """Which jobs to keep so that no trailing ``_CAP_WINDOW_S`` offers over ``cap_load``."""
+    submit = table.submit_s
+    work = np.minimum(table.run_s, table.requested_time_s).astype(np.float64) * table.procs
+    cap = cap_load * machine_procs * _CAP_WINDOW_S
+    keep = np.zeros(len(table), dtype=bool)
+    window, oldest = 0.0, 0
+    kept: list[int] = []
+    for i in range(len(table)):
+        while oldest < len(kept) and submit[kept[oldest]] <= submit[i] - _CAP_WINDOW_S:
+            window -= work[kept[oldest]]
+            oldest += 1
+        if i == 0 or window + work[i] <= cap:
+            keep[i] = True
+            kept.append(i)
+            window += work[i]
+    return keep
+
+
+def _keep_rows(table: JobTable, keep: np.ndarray) -> JobTable:
+    submit = table.submit_s[keep]
+    kept = table.take(np.flatnonzero(keep))
+    kept.interarrival_s = np.diff(submit, prepend=submit[:1]).astype(np.float64)
+    return kept
+
+
+def thin_to_load(
+    table: JobTable,
+    *,
+    target_load: float,
+    machine_procs: int,
+    n_jobs: int,
+    rng: np.random.Generator,
+) -> tuple[JobTable, float]:
+    """The first ``n_jobs`` of ``table`` after dropping jobs so that they offer
+    ``target_load``; returns them and the share of jobs kept.
+
+    For a sequence model, whose gaps carry the time of day: dropping jobs keeps every
+    survivor's submit time, where rescaling gaps would slide the daily cycle. Two steps:
+    a job that would push the load of the trailing week over ``_CAP`` times the target
+    is dropped (the model, not knowing the queue, drifts into overloaded weeks that real
+    users, who see the queue, do not make), then jobs are dropped at random down to the
+    target.
+    """
+    keep = _admit_under_cap(table, _CAP * target_load, machine_procs)
+    capped = _keep_rows(table, keep)
+    head = capped.take(slice(0, n_jobs))
+    load = offered_load(head, machine_procs)
+    if load <= target_load or load <= 0:
+        used = np.flatnonzero(keep)[:n_jobs]
+        return head, float(used.size / (used[-1] + 1))
+    keep_share = target_load / load
+    random_keep = rng.random(len(capped)) < keep_share
+    random_keep[0] = True
+    thinned = _keep_rows(capped, random_keep).take(slice(0, n_jobs))
+    return thinned, float(np.mean(keep) * keep_share)
 
 
 def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool = True) -> Sample:
-    """``n_jobs`` synthetic jobs from ``model``, constrained, in submit order."""
+    """``n_jobs`` synthetic jobs from ``model``, constrained, in submit order.
+
+    ``match_load`` makes the jobs offer the machine what the training trace did: rows drawn
+    independently get their gaps rescaled by one factor; a sequence model
+    (:class:`SequenceTraceModel`), whose gaps carry the time of day, draws
+    ``_SEQUENCE_MARGIN`` times the jobs and drops some at random instead
+    (:func:`thin_to_load`); its gaps are never rescaled (a sequence that offers too
+    little load is left so, and ``load_factor`` stays 1).
+    """
     if n_jobs < 1:
         raise InvalidInputError("ask for at least one job", field="jobs", value=n_jobs)
     meta = model.metadata
     rng = np.random.default_rng(seed)
-    labels, users = meta.classes.sample(n_jobs, rng)
-    rows = model.sample_rows(labels, rng)
+    sequence = isinstance(model, SequenceTraceModel)
+    if isinstance(model, SequenceTraceModel):
+        drawn = int(np.ceil(n_jobs * _SEQUENCE_MARGIN)) if match_load else n_jobs
+        rows, users = model.sample_sequence(drawn, rng)
+    else:
+        labels, users = meta.classes.sample(n_jobs, rng)
+        rows = model.sample_rows(labels, rng)
     table = enforce(
         table_from_model_matrix(rows, users),
         machine_procs=meta.machine_procs,
         statuses=meta.statuses,
     )
-    factor = 1.0
-    if match_load:
+    factor, kept = 1.0, 1.0
+    if match_load and sequence:
+        table, kept = thin_to_load(
+            table,
+            target_load=meta.offered_load,
+            machine_procs=meta.machine_procs,
+            n_jobs=n_jobs,
+            rng=rng,
+        )
+    if match_load and not sequence:
         factor = match_offered_load(
             table, target_load=meta.offered_load, machine_procs=meta.machine_procs
         )
         table = enforce(table, machine_procs=meta.machine_procs, statuses=meta.statuses)
-    return Sample(table=table, seed=seed, load_factor=factor)
+    return Sample(table=table, seed=seed, load_factor=factor, kept_share=kept)
 
 
-def swf_jobs(table: JobTable) -> list[SWFJob]:
-    """The (already constrained) table as SWF records; what a generator does not model
-    (wait, CPU time, memory, group, queue...) is unknown, -1, and allocated processors
-    equal requested ones, as for a rigid job."""
-    submit = np.rint(table.submit_s).astype(np.int64)
+def swf_jobs(table: JobTable, *, start_s: float = 0.0) -> list[SWFJob]:
+    """The (already constrained) table as SWF records, the first submitted at ``start_s``;
+    what a generator does not model (wait, CPU time, memory, group, queue...) is unknown,
+    -1, and allocated processors equal requested ones, as for a rigid job."""
+    submit = np.rint(start_s + table.submit_s).astype(np.int64)
     return [
         SWFJob(
             job_id=index + 1,
@@ -203,11 +307,11 @@ def write_trace(
 ) -> int:
     """Write ``sample`` as an SWF trace with a header; constraints enforced once more."""
     table = enforce(sample.table, machine_procs=metadata.machine_procs, statuses=metadata.statuses)
-    jobs = swf_jobs(table)
+    jobs = swf_jobs(table, start_s=metadata.first_submit_s)
     note = (
         f"synthetic trace, not a real log: rightsize synth {metadata.kind} model "
         f"{model_name or ''} fitted on {metadata.trace}, seed {sample.seed}, "
-        f"load factor {sample.load_factor:.4f}"
+        f"load factor {sample.load_factor:.4f}, kept share {sample.kept_share:.4f}"
     ).replace("  ", " ")
     header = SWFHeader(
         version="2.2",

@@ -22,6 +22,7 @@ from knowledge_base.errors import InvalidInputError
 from simulations.synth.columns import MODEL_COLUMNS, Trace
 from simulations.synth.copula import CopulaModel
 from simulations.synth.generator import ModelKind, SynthMetadata, TraceModel
+from simulations.synth.sequence import SequenceModel
 from simulations.synth.tvae import TVAEModel
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "fit_model", "load_model", "save_model"]
@@ -31,12 +32,16 @@ FORMAT_VERSION = 1
 
 
 def fit_model(trace: Trace, kind: ModelKind, *, seed: int = 0, **options: Any) -> TraceModel:
-    """Fit a copula or a TVAE on ``trace``; ``options`` go to that model's ``fit``."""
+    """Fit a copula, a TVAE or a sequence model on ``trace``; ``options`` go to its ``fit``."""
     if kind == "copula":
         return CopulaModel.fit(trace, seed=seed, **options)
     if kind == "tvae":
         return TVAEModel.fit(trace, seed=seed, **options)
-    raise InvalidInputError("unknown model; use copula or tvae", field="model", value=kind)
+    if kind == "sequence":
+        return SequenceModel.fit(trace, seed=seed, **options)
+    raise InvalidInputError(
+        "unknown model; use copula, tvae or sequence", field="model", value=kind
+    )
 
 
 def save_model(model: TraceModel, path: str | Path) -> Path:
@@ -113,6 +118,8 @@ def load_model(path: str | Path) -> TraceModel:
     try:
         if metadata.kind == "copula":
             return CopulaModel.from_state(metadata, state)
+        if metadata.kind == "sequence":
+            return SequenceModel.from_state(metadata, state)
         return TVAEModel.from_state(metadata, state)
     except InvalidInputError as error:
         raise InvalidInputError(

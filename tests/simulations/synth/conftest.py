@@ -14,6 +14,7 @@ import pytest
 
 from simulations.synth.columns import Trace, read_trace
 from simulations.synth.copula import CopulaModel
+from simulations.synth.sequence import SequenceModel
 from simulations.synth.tvae import TVAEModel
 from tools.traces.swf import SWFReader, write_swf
 
@@ -43,3 +44,8 @@ def copula(sdsc_trace: Trace) -> CopulaModel:
 @pytest.fixture(scope="session")
 def tvae(sdsc_trace: Trace) -> TVAEModel:
     return TVAEModel.fit(sdsc_trace, seed=0, epochs=40)
+
+
+@pytest.fixture(scope="session")
+def sequence(sdsc_trace: Trace) -> SequenceModel:
+    return SequenceModel.fit(sdsc_trace, seed=0, epochs=12)

@@ -99,3 +99,25 @@ def test_strict_evaluate_exits_1_when_a_target_is_missed(sdsc_slice: Path) -> No
     )  # fmt: skip
     assert result.exit_code == 1
     assert "FAIL" in result.stdout
+
+
+def test_the_sequence_model_fits_and_samples_from_the_command_line(
+    sdsc_slice: Path, tmp_path: Path
+) -> None:
+    model = tmp_path / "sequence.pt"
+    fitted = runner.invoke(
+        app,
+        ["synth", "fit", "--trace", str(sdsc_slice), "--model", "sequence", "--epochs", "1",
+         "--out", str(model), "--json"],
+    )  # fmt: skip
+    assert fitted.exit_code == 0, fitted.output
+    assert json.loads(fitted.stdout)["options"]["epochs"] == 1
+    out = tmp_path / "s.swf"
+    sampled = runner.invoke(
+        app, ["synth", "sample", str(model), "--jobs", "300", "--out", str(out), "--json"]
+    )
+    assert sampled.exit_code == 0, sampled.output
+    summary = json.loads(sampled.stdout)
+    assert summary["jobs"] == 300 and summary["load_factor"] == 1.0
+    assert 0 < summary["kept_share"] <= 1
+    assert check_trace(out).passed

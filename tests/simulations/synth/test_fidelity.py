@@ -18,6 +18,10 @@ def test_a_trace_against_itself_has_no_distance(sdsc_slice: Path) -> None:
     assert all(c.ks == 0 and c.wasserstein == 0 for c in report.columns)
     assert report.correlation.max_abs_difference == 0
     assert report.scheduling.bsld_relative_difference == 0
+    t = report.temporal
+    assert t.hour_of_day_tv == t.day_of_week_tv == 0
+    assert t.gap_autocorrelation_max_diff == t.hourly_autocorrelation_max_diff == 0
+    assert t.sequence_similarity == 1
     # The real log breaks the kill rule (jobs ran past their request), so it "fails".
     assert not report.constraints.passed
     assert not report.passed
@@ -44,7 +48,7 @@ def test_a_synthetic_slice_is_close_and_the_report_is_written(
     assert easy.real.jobs == easy.synthetic.jobs == sdsc_trace_jobs
     assert easy.synthetic.mean_bsld >= 1
     names = {Path(f).name for f in report.files}
-    assert names == {"correlation.png", "marginals.png", "fidelity.json"}
+    assert names == {"correlation.png", "marginals.png", "temporal.png", "fidelity.json"}
     heatmap = tmp_path / "report" / "correlation.png"
     assert heatmap.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     again = FidelityReport.model_validate(

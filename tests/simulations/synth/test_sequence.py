@@ -1,0 +1,162 @@
+"""The sequence generator: constraints, t=0 on the real trace's, time of day kept,
+determinism, model files, and load matching that never slides the clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from knowledge_base.errors import InvalidInputError
+from simulations.synth.columns import JobTable, Trace, read_trace
+from simulations.synth.constraints import check_trace
+from simulations.synth.copula import CopulaModel
+from simulations.synth.generator import generate, offered_load, thin_to_load, write_trace
+from simulations.synth.model_files import load_model, save_model
+from simulations.synth.sequence import SequenceModel, _NumpyNet
+from simulations.synth.temporal import compare_time
+
+
+def test_sampled_traces_obey_the_constraints_and_start_at_the_real_t0(
+    sequence: SequenceModel, sdsc_trace: Trace, tmp_path: Path
+) -> None:
+    path = tmp_path / "sequence.swf"
+    sample = generate(sequence, 1500, seed=3)
+    assert write_trace(path, sample, sequence.metadata) == 1500
+    report = check_trace(path)
+    assert report.passed, [r for r in report.rules if r.violations]
+    back = read_trace(path)
+    assert back.header.unix_start_time_s == sdsc_trace.header.unix_start_time_s
+    assert back.header.time_zone_string == sdsc_trace.header.time_zone_string
+    # The first synthetic job is submitted when the first real one was.
+    assert back.table.start_s == sdsc_trace.table.start_s > 0
+    assert back.clock == sdsc_trace.clock
+
+
+def test_the_same_seed_gives_the_same_trace_and_a_saved_model_too(
+    sequence: SequenceModel, tmp_path: Path
+) -> None:
+    loaded = load_model(save_model(sequence, tmp_path / "sequence.pt"))
+    assert loaded.metadata == sequence.metadata
+    a, b = generate(sequence, 600, seed=5), generate(loaded, 600, seed=5)
+    other = generate(sequence, 600, seed=6)
+    for name in ("interarrival_s", "procs", "requested_time_s", "run_s", "status", "user"):
+        np.testing.assert_array_equal(a.table.column(name), b.table.column(name))
+    assert not np.array_equal(a.table.procs, other.table.procs)
+
+
+def test_the_numpy_sampler_computes_what_the_torch_network_does(
+    sequence: SequenceModel,
+) -> None:
+    # Sampling runs the weights in numpy; a layer read wrong there (the trunk's final
+    # ReLU was once dropped) skewed every head, e.g. half the jobs cancelled, not 20%.
+    net = _NumpyNet(sequence.network)
+    generator = torch.Generator().manual_seed(0)
+    first = sequence.network.trunk[0]
+    assert isinstance(first, torch.nn.Linear)
+    x = torch.randn((5, first.in_features), generator=generator)
+    with torch.no_grad():
+        expected = sequence.network.trunk(x).double().numpy()
+        np.testing.assert_allclose(
+            net.mlp(net.trunk, x.double().numpy(), last_relu=True), expected, atol=1e-5
+        )
+        for name, head in sequence.network.heads.items():
+            layer = head[0]  # type: ignore[index]
+            assert isinstance(layer, torch.nn.Linear)
+            z = torch.randn((5, layer.in_features), generator=generator)
+            np.testing.assert_allclose(
+                net.mlp(net.heads[name], z.double().numpy()),
+                head(z).double().numpy(),
+                atol=1e-5,
+            )
+
+
+def test_arrivals_keep_the_time_of_day_that_independent_rows_lose(
+    sequence: SequenceModel, copula: CopulaModel, sdsc_trace: Trace, tmp_path: Path
+) -> None:
+    n = len(sdsc_trace.table)
+    tv = {}
+    for name, model in (("sequence", sequence), ("copula", copula)):
+        path = tmp_path / f"{name}.swf"
+        write_trace(path, generate(model, n, seed=1), model.metadata)
+        synthetic = read_trace(path)
+        tv[name] = compare_time(
+            sdsc_trace.table, sdsc_trace.clock, synthetic.table, synthetic.clock
+        ).hour_of_day_tv
+    # On 6,000 jobs (a month) and 12 epochs; on whole traces the sequence model's TV is
+    # 0.02-0.05 (docs/synthetic.md). Independent gaps spread arrivals round the clock.
+    assert tv["sequence"] < 0.2
+    assert tv["sequence"] < tv["copula"] - 0.1
+
+
+def test_a_state_that_does_not_fit_its_metadata_is_refused(
+    sequence: SequenceModel, tmp_path: Path
+) -> None:
+    path = save_model(sequence, tmp_path / "sequence.pt")
+    payload = torch.load(path, weights_only=True)
+    payload["state"]["token_shares"] = payload["state"]["token_shares"][:-1]
+    torch.save(payload, path)
+    with pytest.raises(InvalidInputError, match="sequence model's state") as caught:
+        load_model(path)
+    assert caught.value.field == "state"
+    assert caught.value.source == str(path)
+
+
+def test_bad_training_options_are_named(sdsc_trace: Trace) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        SequenceModel.fit(sdsc_trace, epochs=0)
+    assert caught.value.field == "epochs"
+    with pytest.raises(InvalidInputError) as caught:
+        SequenceModel.fit(sdsc_trace, validation=1.5)
+    assert caught.value.field == "validation"
+
+
+def _table(submit_s: np.ndarray, procs: np.ndarray, run_s: np.ndarray) -> JobTable:
+    gaps = np.diff(submit_s, prepend=submit_s[:1]).astype(np.float64)
+    n = submit_s.size
+    return JobTable(
+        interarrival_s=gaps,
+        procs=procs,
+        requested_time_s=run_s.copy(),
+        run_s=run_s,
+        status=np.ones(n, dtype=np.int64),
+        user=np.zeros(n, dtype=np.int64),
+    )
+
+
+def test_thinning_to_the_load_keeps_every_survivors_submit_time() -> None:
+    rng = np.random.default_rng(0)
+    n = 4000
+    submit = np.cumsum(rng.integers(1, 600, size=n)).astype(np.int64)
+    submit -= submit[0]
+    procs = rng.integers(1, 9, size=n)
+    run = rng.integers(60, 4000, size=n)
+    # A 3-day burst at four times the rate: an overloaded spell a model might make.
+    table = _table(submit.astype(np.float64), procs, run)
+    load = offered_load(table, 8)
+    thinned, kept = thin_to_load(
+        table, target_load=load * 0.8, machine_procs=8, n_jobs=3000, rng=rng
+    )
+    assert len(thinned) == 3000
+    assert 0.7 < kept < 0.9
+    assert offered_load(thinned, 8) == pytest.approx(load * 0.8, rel=0.06)
+    # Survivors keep their submit times: the clock does not slide.
+    assert np.isin(thinned.submit_s, table.submit_s).all()
+    assert thinned.start_s == 0
+
+
+def test_thinning_caps_an_overloaded_week() -> None:
+    day = 86_400
+    # Six quiet weeks, then one week submitting five times the work.
+    submit = np.concatenate([np.arange(0, 42 * day, 3600), np.arange(42 * day, 49 * day, 720)])
+    n = submit.size
+    table = _table(submit.astype(np.float64), np.full(n, 4), np.full(n, 1800))
+    target = offered_load(table.take(slice(0, 42 * 24)), 8)
+    thinned, _ = thin_to_load(
+        table, target_load=target, machine_procs=8, n_jobs=n, rng=np.random.default_rng(0)
+    )
+    late = thinned.submit_s >= 43 * day
+    work_last_week = (thinned.procs * thinned.run_s)[late].sum()
+    assert work_last_week <= 1.1 * target * 8 * 7 * day
