@@ -96,3 +96,45 @@ def test_bad_input_names_the_option_or_the_plan(tmp_path: Path) -> None:
     out = run("status", "no-such-plan", "--json", code=2)
     assert out["field"] == "PLAN_ID" and "no-such-plan" in out["error"]
     assert run("status", "--json") == {"plans": []}  # nothing was stored on the way
+
+
+def test_the_view_says_segment_k_of_n_progress_and_elapsed_against_walltime() -> None:
+    """What ``rightsize watch`` prints, from the ledger and the executor's answers."""
+    from datetime import UTC, datetime, timedelta
+
+    from agents.ledger import view
+    from knowledge_base.records import CascadeSegment, JobState, PlanStatus, SegmentState
+    from rightsize.commands.jobs import _line
+    from tests.agents.harness import dnn_spec, make_plan
+    from tools.actuators.model import JobStatus
+    from tools.actuators.monitor import Progress
+
+    started = datetime(2026, 1, 1, tzinfo=UTC)
+    plan = make_plan("p-view", dnn_spec(), segments=3)
+    plan = plan.model_copy(
+        update={
+            "status": PlanStatus.RUNNING,
+            "segments": [
+                *plan.segments,
+                CascadeSegment(index=0, walltime_s=60, job_id="7", state=SegmentState.COMPLETED),
+                CascadeSegment(index=1, walltime_s=60, job_id="8", state=SegmentState.RUNNING),
+            ],
+        }
+    )
+    running = JobStatus(
+        job_id="8", state=JobState.RUNNING, native_state="RUNNING", start_time=started
+    )
+
+    shown = view(
+        plan,
+        statuses={"8": running},
+        progress=Progress("epoch", 20, 40),
+        now=started + timedelta(seconds=95),
+    )
+
+    assert (shown.segment, shown.segments, len(shown.jobs)) == (2, 3, 2)
+    assert (shown.progress, shown.progress_line) == (0.5, "epoch 20/40")
+    assert (shown.elapsed_s, shown.walltime_s) == (95.0, 60)
+    assert _line(shown) == (
+        "p-view: running | testcluster/debug | segment 2 of 3 | epoch 20/40 (50%) | 1:35 of 1:00"
+    )
