@@ -45,6 +45,7 @@ from knowledge_base.store import KnowledgeBase
 __all__ = [
     "CONTENT_TYPE",
     "RESUBMIT_ACTIONS",
+    "WHAT_IF_EVENTS",
     "CenterMetrics",
     "job_counts",
     "plan_counts",
@@ -57,6 +58,9 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 RESUBMIT_ACTIONS = frozenset({"more_memory", "longer_walltime", "resubmit"})
 """``schedule.decision`` actions that submit a job again in place of one that failed or
 diverged; the action is the reason label (free-text reasons would explode the series)."""
+
+WHAT_IF_EVENTS = frozenset({"plan.build_requested", "plan.replan_requested"})
+"""Events whose handling is a what-if analysis (Optimization: every option, ranked)."""
 
 _LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _WHAT_IF_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -160,7 +164,7 @@ class CenterMetrics:
         )
         self.what_if = Histogram(
             "rightsize_what_if_seconds",
-            "What-if analyses (every option, ranked), end to end",
+            "What-if analyses (every option, ranked), end to end; caller: mcp or the agent",
             ["caller"],
             buckets=_WHAT_IF_BUCKETS_S,
             registry=r,
@@ -214,6 +218,8 @@ class CenterMetrics:
         self.consumed.labels(agent, kind, handled.outcome).inc()
         if handled.outcome == "handled":
             self.handling.labels(agent, kind).observe(handled.seconds)
+            if kind in WHAT_IF_EVENTS:
+                self.what_if.labels(agent).observe(handled.seconds)
         else:
             self.dead_lettered.labels(agent, kind, handled.error_type or "unknown").inc()
         for payload in handled.emitted:

@@ -167,6 +167,15 @@ def test_what_agents_emit_counts_resubmissions_segments_drift_and_promotions() -
     assert value(metrics, "rightsize_promotions_total", target="runtime_s") == 1
 
 
+def test_optimizations_planning_is_timed_as_a_what_if() -> None:
+    metrics = CenterMetrics()
+    metrics.observe(Handled("optimization", "plan.build_requested", "handled", 0.3))
+    metrics.observe(Handled("optimization", "plan.replan_requested", "handled", 0.2))
+    metrics.observe(Handled("optimization", "plan.build_requested", "failed", 0.1, (), "E"))
+    assert value(metrics, "rightsize_what_if_seconds_count", caller="optimization") == 2
+    assert value(metrics, "rightsize_what_if_seconds_sum", caller="optimization") == 0.5
+
+
 def test_two_processes_metrics_do_not_share_a_registry() -> None:
     first, second = CenterMetrics(), CenterMetrics()
     first.observe(Handled("a", "t", "handled", 0.1))
