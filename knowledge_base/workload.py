@@ -104,6 +104,14 @@ class DNNTraining(_Model):
     model: str = Field(
         min_length=1, description="Model-zoo name (e.g. 'resnet50') or path to a PyTorch file"
     )
+    model_class: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="With model: path/to/file.py, the nn.Module subclass in it (traced like "
+        "`rightsize estimate --model-class`; the file's example_batch gives the input)",
+    )
     model_params: dict[str, ParamValue] = Field(
         default_factory=dict, description="Architecture knobs: width, depth, num_classes..."
     )
@@ -151,10 +159,50 @@ class GenericJob(_Model):
     application: str = Field(min_length=1, description="Executable or application name")
     parameters: dict[str, ParamValue] = Field(default_factory=dict)
     nodes: int | None = Field(default=None, ge=1)
-    cores: int | None = Field(default=None, ge=1, description="Total cores")
+    cores: int | None = Field(
+        default=None, ge=1, description="Total cores (without tasks: one rank per core)"
+    )
+    tasks: int | None = Field(
+        default=None, ge=1, description="MPI ranks in all, as sbatch --ntasks (srun starts them)"
+    )
+    cpus_per_task: int = Field(
+        default=1, ge=1, description="Cores per rank (threads), as sbatch --cpus-per-task"
+    )
     gpus: int | None = Field(default=None, ge=0, description="Total GPUs")
-    memory_mb: MemoryMB | None = Field(default=None, description="The user's own guess, MB")
+    memory_mb: MemoryMB | None = Field(
+        default=None, description="Per node, as sbatch --mem (the user's own guess)"
+    )
+    memory_per_task_mb: MemoryMB | None = Field(
+        default=None, description="Per rank; or per core (memory_per_core_mb, as --mem-per-cpu)"
+    )
+    memory_per_core_mb: MemoryMB | None = Field(default=None, description="Per core, MB")
     walltime_s: DurationS | None = Field(default=None, description="The user's own guess, s")
+
+    @model_validator(mode="after")
+    def _layout(self) -> Self:
+        given = [
+            name
+            for name in ("memory_mb", "memory_per_task_mb", "memory_per_core_mb")
+            if getattr(self, name) is not None
+        ]
+        if len(given) > 1:
+            raise ValueError(f"memory: give one of {', '.join(given)}, as SLURM takes one")
+        tasks, cores = self.tasks, self.cores
+        if tasks is not None and cores is not None and cores != tasks * self.cpus_per_task:
+            raise ValueError(
+                f"cores: {cores} is not tasks x cpus_per_task "
+                f"({tasks} x {self.cpus_per_task}); give tasks and cpus_per_task only"
+            )
+        return self
+
+    @property
+    def total_tasks(self) -> int:
+        """Ranks in all: tasks, else one per cpus_per_task of the cores, else one."""
+        if self.tasks is not None:
+            return self.tasks
+        if self.cores is not None:
+            return max(1, self.cores // self.cpus_per_task)
+        return 1
 
 
 class WorkloadSpec(_Model):

@@ -21,6 +21,7 @@ answered as not found, never shown.
 from __future__ import annotations
 
 import ast
+import asyncio
 import contextlib
 import inspect
 import logging
@@ -49,6 +50,7 @@ from mcp_server.context import AppContext
 from tools.actuators.model import JobStatus
 from tools.planning.builder import BuildContext, PlanningConfig
 from tools.planning.confirm import Confirmation
+from tools.planning.model_files import check_model_file, is_model_file
 from tools.planning.results import Infeasible, PlanSummary
 from tools.planning.selector import Selection
 from tools.planning.service import gather_estimators, plan_workload
@@ -406,8 +408,6 @@ async def estimate_resources(
 ) -> EstimateResourcesResult:
     catalog = await app.kb.get_catalog()
     if request.model_file is not None:
-        import asyncio
-
         rows = await asyncio.to_thread(_model_file_estimates, request.model_file, app, catalog)
         return EstimateResourcesResult(
             model_file_estimates=[
@@ -451,6 +451,16 @@ class WhatIfResult(_Result):
 async def _select(
     app: AppContext, spec: WorkloadSpec, objective: Objective | None = None
 ) -> Selection:
+    workload = spec.workload
+    if isinstance(workload, DNNTraining) and is_model_file(workload):
+        if not app.deps.allow_model_code:
+            raise InvalidInputError(
+                "this server does not run model code (start it with --allow-model-code)",
+                field="workload.model",
+                value=workload.model,
+            )
+        # Tracing the file runs its code and torch: off the event loop.
+        await asyncio.to_thread(check_model_file, workload)
     catalog = await app.kb.get_catalog()
     estimators = await gather_estimators(app.kb, spec, catalog)
     return plan_workload(spec, catalog, estimators, objective=objective, rates=app.deps.rates)

@@ -24,6 +24,7 @@ from knowledge_base.workload import Objective, WorkloadSpec
 from rightsize.output import console, emit, fail
 from rightsize.settings import Settings
 from rightsize.wiring import knowledge_base, open_executor, promoted_loader
+from tools.planning.causes import reason_text, shared_causes
 from tools.planning.cost import DollarRates
 from tools.planning.estimation import Estimator
 from tools.planning.queue import QueueModel, QueueSnapshot, live_snapshot, load_snapshots
@@ -198,20 +199,20 @@ def _render(selection: Selection, top: int) -> None:
                 console.print(f"{label}: {_describe(best)}", highlight=False)
     else:
         console.print("[bold red]no plan[/]: nothing meets every limit and goal", highlight=False)
-    if selection.infeasible:
-        shown = selection.infeasible[:top]
-        console.print(
-            f"infeasible, closest first ({len(shown)} of {len(selection.infeasible)}; "
-            "--json for all):"
-        )
+    # A cause every option gives is said once, first; the list then shows the others.
+    causes = shared_causes(selection.infeasible, len(selection.ranked))
+    for cause in causes:
+        console.print(f"[bold]why[/]: {cause}", highlight=False)
+    rest = [i for i in selection.infeasible if reason_text(i) not in causes]
+    if rest:
+        shown = rest[:top]
+        label = "other reasons" if causes else "infeasible"
+        console.print(f"{label}, closest first ({len(shown)} of {len(rest)}; --json for all):")
         for item in shown:
             where = f"{item.system}/{item.partition}"
             shape = f" bs{item.batch_size}" if item.batch_size else ""
             shape += f" {item.gpus_per_node}GPU" if item.gpus_per_node else ""
-            reason = item.reason
-            if reason.startswith(where):
-                reason = reason[len(where) :].lstrip()
-            console.print(f"  {where}{shape}: {reason}", highlight=False)
+            console.print(f"  {where}{shape}: {reason_text(item)}", highlight=False)
     for note in selection.notes:
         console.print(f"[dim]note:[/] {note}", highlight=False)
 

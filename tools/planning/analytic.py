@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import math
 
+from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import Interval, ResourceEstimate
 from knowledge_base.workload import DNNTraining, Optimizer, Precision
 from tools.planning import hardware
 from tools.planning.estimation import Candidate, NoEstimate, Workload
+from tools.planning.model_files import is_model_file, model_file_facts
 from tools.planning.zoo import ModelFacts, lookup, zoo_names
 
 __all__ = [
@@ -113,10 +115,18 @@ class AnalyticDNNEstimator:
         self, workload: DNNTraining, candidate: Candidate
     ) -> ResourceEstimate | NoEstimate:
         facts = lookup(workload.model)
+        if facts is None and is_model_file(workload):
+            try:
+                facts = model_file_facts(workload)
+            except InvalidInputError as exc:
+                return NoEstimate(f"the model file cannot be traced: {exc}")
         if facts is None:
+            hint = (
+                "; give model_class to trace a model file" if workload.model.endswith(".py") else ""
+            )
             return NoEstimate(
                 f"no estimator knows workload.model={workload.model!r} "
-                f"(the analytic fallback knows {', '.join(zoo_names())})"
+                f"(the analytic fallback knows {', '.join(zoo_names())}{hint})"
             )
         batch = candidate.batch_size or workload.batch_sizes[0]
         scale = input_scale(facts, workload.input_shape)

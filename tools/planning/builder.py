@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from knowledge_base.records import PlanOption, ResourceEstimate
-from knowledge_base.workload import DNNTraining, WorkloadSpec
+from knowledge_base.workload import DNNTraining, GenericJob, WorkloadSpec
 from tools.actuators.model import JobRequest
 from tools.actuators.policy import violations
 from tools.planning.cascade import Segment, cascade_length, split_run
@@ -91,14 +91,21 @@ def _hours(seconds: float) -> str:
 def job_request(
     spec: WorkloadSpec, option: PlanOption, qos: str | None, walltime_s: int, command: str = "true"
 ) -> JobRequest:
-    """The batch request for one job of ``option`` (the check and the renderers share it)."""
+    """The batch request for one job of ``option`` (the check and the renderers share it).
+
+    A generic job runs its ranks as laid out (``cores_per_node / cpus_per_task`` ranks per
+    node, srun starts them all); a DNN training is one process per node using its cores.
+    """
+    workload = spec.workload
+    per_task = workload.cpus_per_task if isinstance(workload, GenericJob) else option.cores_per_node
+    per_task = min(per_task, option.cores_per_node)
     return JobRequest(
         name=spec.name[:128],
         partition=option.partition,
         command=command,
         nodes=option.nodes,
-        tasks_per_node=1,
-        cpus_per_task=option.cores_per_node,
+        tasks_per_node=max(option.cores_per_node // per_task, 1),
+        cpus_per_task=per_task,
         gpus_per_node=option.gpus_per_node,
         memory_mb=option.memory_mb,
         walltime_s=walltime_s,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from knowledge_base.catalog import NodeType, Partition, System
 from knowledge_base.records import Interval, JobRecord, ResourceEstimate
 from knowledge_base.workload import GenericJob
 from tools.planning.estimation import Candidate, NoEstimate, Workload
@@ -26,7 +27,9 @@ __all__ = [
     "GUESS_LABEL",
     "GuessFallbackEstimator",
     "HistoryRuntimeEstimator",
+    "large_memory_reason",
     "memory_share_mb",
+    "requested_memory_mb",
     "train_history",
 ]
 
@@ -47,8 +50,63 @@ def memory_share_mb(candidate: Candidate) -> float:
     return min(per_core * candidate.cores_per_node, float(partition.max_memory_mb))
 
 
+def requested_memory_mb(workload: GenericJob, cores_per_node: int) -> float | None:
+    """The memory per node the user asked for, in whichever form SLURM lets them say it."""
+    if workload.memory_mb:
+        return float(workload.memory_mb)
+    if workload.memory_per_task_mb:
+        return float(workload.memory_per_task_mb) * max(cores_per_node // workload.cpus_per_task, 1)
+    if workload.memory_per_core_mb:
+        return float(workload.memory_per_core_mb) * cores_per_node
+    return None
+
+
+def _per_core_mb(partition: Partition, node_type: NodeType) -> float:
+    if node_type.usable_memory_mb and node_type.cores:
+        return node_type.usable_memory_mb / node_type.cores
+    return partition.max_memory_mb / max(partition.max_cores_per_node, 1)
+
+
+LARGE_MEMORY_RATIO = 2.0  # a queue whose per-core share is over twice the standard one
+
+
+def large_memory_reason(
+    workload: GenericJob,
+    system: System,
+    partition: Partition,
+    node_type: NodeType,
+    cores_per_node: int,
+) -> str | None:
+    """Why a large-memory (hugemem) queue is not for this job, or None when it may run there.
+
+    The standard share is the smallest per-core memory of the system's CPU partitions; a
+    queue with over twice that is for jobs that need it: one whose memory fits the
+    standard share (or that gave none, and so gets the share) runs elsewhere.
+    """
+    shares = [
+        _per_core_mb(p, n)
+        for p in system.partitions
+        if not p.gpus_per_node and (n := system.node_type_of(p)) is not None
+    ]
+    if not shares or partition.gpus_per_node:
+        return None
+    standard = min(shares)
+    share = _per_core_mb(partition, node_type)
+    if share <= LARGE_MEMORY_RATIO * standard:
+        return None
+    wanted = requested_memory_mb(workload, cores_per_node)
+    if wanted is not None and wanted > standard * cores_per_node:
+        return None
+    return (
+        f"{system.name}/{partition.name} is a large-memory queue ({share / 1024:.1f} GB per "
+        f"core); the job fits the standard {standard / 1024:.1f} GB per core (ask for more "
+        "with workload.memory_mb, memory_per_task_mb or memory_per_core_mb)"
+    )
+
+
 def _memory(workload: GenericJob, candidate: Candidate) -> Interval:
-    high = float(workload.memory_mb) if workload.memory_mb else memory_share_mb(candidate)
+    asked = requested_memory_mb(workload, candidate.cores_per_node)
+    high = asked if asked is not None else memory_share_mb(candidate)
     return Interval(
         point=high * GUESS_MEMORY_POINT, low=high * 0.5, high=high, coverage_basis="assumed"
     )
@@ -108,7 +166,9 @@ class HistoryRuntimeEstimator:
             return NoEstimate(f"the history estimator knows {self.system} only")
         procs = candidate.nodes * candidate.cores_per_node
         memory_kb_per_proc = (
-            workload.memory_mb * 1024 / candidate.cores_per_node if workload.memory_mb else None
+            asked * 1024 / candidate.cores_per_node
+            if (asked := requested_memory_mb(workload, candidate.cores_per_node))
+            else None
         )
         from tools.estimators.features import HistoryJob
 

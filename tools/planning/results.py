@@ -238,6 +238,11 @@ class PlanReport(_Model):
     recommended: PlanSummary | None
     feasible: list[PlanSummary] = Field(description="Ordered by the objective")
     infeasible: list[Infeasible] = Field(description="Closest to feasible first")
+    causes: list[str] = Field(
+        default_factory=list,
+        description="When nothing can run: the reasons every option of their kind gives, "
+        "said once (an unknown model, a memory no node has)",
+    )
     fastest: PlanSummary | None
     cheapest: PlanSummary | None
     earliest_finish: PlanSummary | None

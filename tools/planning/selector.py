@@ -16,7 +16,8 @@ Objectives rank what is left:
 - ``cheapest``: the expected charge. Charges of different kinds (SU, core-hours, and
   OSC's core-hours + GPU-hours, billed at their own $ rate) are not comparable without
   dollar rates: each option is then ranked by its charge over the cheapest option of its
-  kind (1.0 = cheapest there), ties broken by finish time;
+  kind (1.0 = cheapest there), ties broken by finish time; with dollars for only some
+  options, those rank first, by dollars;
 - ``balanced``: finish time over the best finish + charge over the cheapest (same units);
 - ``deadline``: the cheapest option that meets ``goals.deadline`` (required).
 
@@ -36,6 +37,7 @@ from knowledge_base.errors import InvalidInputError
 from knowledge_base.workload import Goals, Objective, WorkloadSpec
 from tools.planning.analytic import ANALYTIC_ID
 from tools.planning.builder import BuildContext, PlanningConfig
+from tools.planning.causes import shared_causes
 from tools.planning.cost import USD, DollarRates, normalize_unit
 from tools.planning.estimation import Estimator
 from tools.planning.generic import GUESS_ID
@@ -72,6 +74,7 @@ class Selection:
                 "recommended": summary(self.recommended),
                 "feasible": [p.summary() for p in self.ranked],
                 "infeasible": self.infeasible,
+                "causes": shared_causes(self.infeasible, len(self.ranked)),
                 "fastest": summary(self.best["fastest"]),
                 "cheapest": summary(self.best["cheapest"]),
                 "earliest_finish": summary(self.best["earliest_finish"]),
@@ -187,11 +190,29 @@ def _cost_ratios(plans: Sequence[PlannedOption]) -> list[float]:
 
     Without dollars, a charge is comparable only with charges in the same unit, and OSC's
     GPU jobs (core-hours plus GPU-hours, each with its own $ rate) only with GPU jobs.
+    With dollars for only some plans (rates set for some units), those are ranked by
+    dollars and come first; the rest follow, each against the cheapest of its kind, so
+    a plan shown at $0.46 never ranks below one at $0.49.
     """
-    if plans and all(p.cost_usd is not None for p in plans):
-        values = [p.cost_usd or 0.0 for p in plans]
-        floor = min(values)
-        return [v / floor if floor > 0 else 1.0 for v in values]
+    dollars = [p.cost_usd for p in plans if p.cost_usd is not None]
+    if dollars:
+        floor = min(dollars)
+        by_dollar = {
+            id(p): (p.cost_usd / floor if floor > 0 else 1.0)
+            for p in plans
+            if p.cost_usd is not None
+        }
+        if len(by_dollar) == len(plans):
+            return [by_dollar[id(p)] for p in plans]
+        after = max(by_dollar.values())
+        kinds = _kind_ratios([p for p in plans if p.cost_usd is None])
+        rest = iter(kinds)
+        return [by_dollar[id(p)] if id(p) in by_dollar else after + next(rest) for p in plans]
+    return _kind_ratios(plans)
+
+
+def _kind_ratios(plans: Sequence[PlannedOption]) -> list[float]:
+    """Each plan's charge over the cheapest of its kind (same unit, GPU-hours or not)."""
     cheapest: dict[tuple[str, bool], float] = {}
     for p in plans:
         if p.cost is not None:
@@ -283,12 +304,26 @@ def _notes(plans: Sequence[PlannedOption], objective: Objective) -> list[str]:
             "their finish times assume no wait"
         )
     groups = {_cost_group(p) for p in plans if p.cost is not None}
-    if len(groups) > 1 and not all(p.cost_usd is not None for p in plans):
+    priced = sum(1 for p in plans if p.cost_usd is not None)
+    rates = "RIGHTSIZE_USD_PER_SU, RIGHTSIZE_USD_PER_CORE_HOUR, RIGHTSIZE_USD_PER_GPU_HOUR"
+    if len(groups) > 1 and priced == 0:
         names = sorted(unit + ("s + GPU-hours" if gpu else "s") for unit, gpu in groups)
         notes.append(
             f"charges in {' and '.join(names)} cannot be compared without dollar rates "
-            "(RIGHTSIZE_USD_PER_SU, RIGHTSIZE_USD_PER_CORE_HOUR, RIGHTSIZE_USD_PER_GPU_HOUR): "
-            "'cheapest' ranks each option against the cheapest of its kind"
+            f"({rates}): 'cheapest' ranks each option against the cheapest of its kind"
+        )
+    elif 0 < priced < len(plans):
+        unpriced = sorted(
+            {
+                p.cost.unit + (" + GPU-hours" if p.cost.gpu_hours else "")
+                for p in plans
+                if p.cost is not None and p.cost_usd is None
+            }
+        )
+        notes.append(
+            f"dollar rates price {priced} of {len(plans)} options: 'cheapest' ranks those by "
+            f"dollars, then the rest ({', '.join(unpriced) or 'unpublished charges'}) each "
+            f"against the cheapest of its kind; set {rates} to compare all"
         )
     bases = sorted({p.cost_usd_basis for p in plans if p.cost_usd_basis})
     if bases:

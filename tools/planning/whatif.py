@@ -24,7 +24,8 @@ from knowledge_base.workload import DNNTraining, GenericJob, Goals, WorkloadSpec
 from tools.planning.analytic import AnalyticDNNEstimator
 from tools.planning.builder import BuildContext, build_plan
 from tools.planning.estimation import Candidate, Estimator, NoEstimate, estimate_first
-from tools.planning.generic import GuessFallbackEstimator
+from tools.planning.generic import GuessFallbackEstimator, large_memory_reason
+from tools.planning.model_files import check_model_file
 from tools.planning.results import Infeasible, PlannedOption
 
 __all__ = ["WhatIf", "default_estimators", "enumerate_candidates", "what_if"]
@@ -133,12 +134,15 @@ def _generic_candidates(
     workload: GenericJob, system: System, partition: Partition, node_type: NodeType
 ) -> Iterator[Candidate | Infeasible]:
     node_cores = _node_cores(partition, node_type)
+    # Whole ranks per node, as srun lays them out: tasks x cpus_per_task cores each node.
+    tasks, per_task = workload.total_tasks, workload.cpus_per_task
     nodes = workload.nodes
     if nodes is None:
-        nodes = math.ceil(workload.cores / node_cores) if workload.cores else 1
+        fit = max(node_cores // per_task, 1)
+        nodes = math.ceil(tasks / fit) if (workload.tasks or workload.cores) else 1
         if workload.gpus and partition.gpus_per_node:
             nodes = max(nodes, math.ceil(workload.gpus / partition.gpus_per_node))
-    cores = math.ceil(workload.cores / nodes) if workload.cores else 1
+    cores = math.ceil(tasks / nodes) * per_task if (workload.tasks or workload.cores) else 1
     gpus = math.ceil(workload.gpus / nodes) if workload.gpus else 0
     shape: dict[str, int | None] = {"nodes": nodes, "gpus_per_node": gpus}
     where = f"{system.name}/{partition.name}"
@@ -185,6 +189,10 @@ def _generic_candidates(
             f"{where} is a GPU partition and the job asks for no GPUs (workload.gpus)",
             **shape,
         )
+        return
+    large = large_memory_reason(workload, system, partition, node_type, max(cores, 1))
+    if large is not None:
+        yield _rejected(system, partition, node_type, "memory", large, **shape)
         return
     yield Candidate(system, partition, node_type, nodes, max(cores, 1), gpus, None)
 
@@ -247,6 +255,8 @@ def what_if(
     for field, value in (("name", spec.name), ("account", spec.account or "")):
         if _CONTROL.search(value):  # they would end a directive line of the batch script
             raise InvalidInputError("control characters are not allowed", field=field, value=value)
+    if isinstance(spec.workload, DNNTraining):
+        check_model_file(spec.workload)  # an untraceable file is bad input, not N "no estimate"s
     chain = list(estimators) if estimators is not None else default_estimators(spec)
     feasible: list[PlannedOption] = []
     rejected: list[Infeasible] = []

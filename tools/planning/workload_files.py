@@ -2,7 +2,8 @@
 
 ``rightsize plan WORKLOAD.yaml`` starts here. The file is validated whole before anything
 is estimated; a bad field is an ``InvalidInputError`` naming the file, the field's path
-(``workload.batch_sizes[1]``) and the value it holds.
+(``workload.batch_sizes[1]``) and the value it holds. A relative ``model: file.py`` is
+read beside the workload file (else from the working directory).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from knowledge_base.errors import InvalidInputError
-from knowledge_base.workload import WorkloadSpec
+from knowledge_base.workload import DNNTraining, WorkloadSpec
 
 __all__ = ["load_workload", "parse_workload"]
 
@@ -66,4 +67,18 @@ def load_workload(path: Path) -> WorkloadSpec:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise InvalidInputError(f"not YAML{where}: {exc}", source=source) from exc
-    return parse_workload(document, source)
+    return _model_beside(parse_workload(document, source), path)
+
+
+def _model_beside(spec: WorkloadSpec, path: Path) -> WorkloadSpec:
+    """A relative model file is read beside the workload file, as a user writes it."""
+    workload = spec.workload
+    if not isinstance(workload, DNNTraining) or not workload.model.endswith(".py"):
+        return spec
+    model = Path(workload.model).expanduser()
+    if model.is_absolute():
+        return spec
+    beside = path.parent / model
+    chosen = beside if beside.is_file() or not model.is_file() else model
+    update = {"model": str(chosen.resolve())}
+    return spec.model_copy(update={"workload": workload.model_copy(update=update)})
