@@ -13,8 +13,12 @@ executor for the status of every watched job in one call (``Executor.statuses``:
 
 Event ids derive from (system, job, what happened), so a monitor restarted after a crash
 re-publishes the same ids and consumers drop the repeats. A poll that fails transiently
-(the controller restarting) is logged and retried on the next poll; a job the executor
-no longer knows is reported once as UNKNOWN and forgotten.
+(the controller restarting) is logged and retried on the next poll. A job the executor
+no longer knows is reported once as UNKNOWN and forgotten, but only after
+``forget_after`` polls in a row have missed it: a batch system in the middle of a
+restart may answer "no such job" for jobs that exist (SLURM 22.05's ``squeue --json``
+exits 0 with an empty list while ``slurmctld`` is down), and a job forgotten for that is
+a plan that never ends.
 """
 
 from __future__ import annotations
@@ -43,18 +47,29 @@ class Watched:
     plan_id: str | None
     last: JobStatus | None = None
     progress: Progress | None = None
+    misses: int = 0  # polls in a row the executor did not know the job
 
 
 class JobMonitor:
     """Polls ``executor`` for the jobs it watches and publishes what changed on ``bus``."""
 
     def __init__(
-        self, executor: Executor, bus: Bus, *, system: str, source: str = "scheduler"
+        self,
+        executor: Executor,
+        bus: Bus,
+        *,
+        system: str,
+        source: str = "scheduler",
+        forget_after: int = 3,
     ) -> None:
+        """``forget_after``: polls in a row that must miss a job before it is UNKNOWN."""
+        if forget_after < 1:
+            raise ValueError(f"forget_after must be at least 1, got {forget_after}")
         self.executor = executor
         self.bus = bus
         self.system = system
         self.source = source
+        self.forget_after = forget_after
         self._jobs: dict[str, Watched] = {}
 
     def watch(self, job_id: str, plan_id: str | None = None) -> None:
@@ -80,9 +95,22 @@ class JobMonitor:
         for job in list(self._jobs.values()):
             status = statuses.get(job.job_id)
             if status is None:
-                gone = self._state_event(job, _unknown(job.job_id), "no longer known")
+                job.misses += 1
+                if job.misses < self.forget_after:
+                    log.warning(
+                        "job %s/%s: not known to the executor (%d of %d polls before it is "
+                        "given up as unknown)",
+                        self.system,
+                        job.job_id,
+                        job.misses,
+                        self.forget_after,
+                    )
+                    continue
+                reason = f"no longer known ({job.misses} polls in a row)"
+                gone = self._state_event(job, _unknown(job.job_id), reason)
                 looks.append(_Look(job, [gone], job.last, job.progress, forget=True))
                 continue
+            job.misses = 0
             try:
                 looks.append(await self._look(job, status))
             except RightsizeError as exc:

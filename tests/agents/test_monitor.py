@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from agents.topics import JOBS
 from knowledge_base.importers.slurm import import_slurm_system
 from knowledge_base.records import JobState
 from tests.agents.conftest import drain, unique
-from tools.actuators.model import JobRequest, SimulatedWork
+from tools.actuators.model import JobRequest, JobStatus, SimulatedWork
 from tools.actuators.simulated import EPOCH, ManualClock, SimulatedCluster
 from tools.actuators.slurm import SlurmExecutor
 from tools.actuators.slurm_commands import SlurmCommands
@@ -103,11 +103,52 @@ async def test_restarted_monitor_republishes_the_same_event_ids(tmp_path: Path) 
 async def test_a_job_the_executor_forgot_is_reported_unknown_once(tmp_path: Path) -> None:
     cluster = SimulatedCluster(nodes=1, cores_per_node=4, memory_mb_per_node=8000)
     async with InMemoryBus() as bus:
-        monitor = JobMonitor(cluster, bus, system="sim")
+        monitor = JobMonitor(cluster, bus, system="sim", forget_after=3)
         monitor.watch("4242")
+        for _ in range(2):  # missed, not yet given up
+            assert await monitor.poll_once() == []
+            assert monitor.watching == ["4242"]
         events = await monitor.poll_once()
         assert [e.payload_as(JobStateChanged).state for e in events] == [JobState.UNKNOWN]
         assert monitor.watching == []
+        assert await monitor.poll_once() == []
+
+
+class _BlindOnce(SimulatedCluster):
+    """The simulated cluster, whose next status call knows no job: what SLURM 22.05's
+    ``squeue --json`` answers (exit 0, no jobs) while ``slurmctld`` restarts. A double,
+    because the real restart cannot be timed to one poll; the soak benchmark
+    (``benchmarks/soak.py``) restarts the real controller under a running center."""
+
+    blind = False
+
+    async def statuses(self, job_ids: Iterable[str]) -> dict[str, JobStatus]:
+        if self.blind:
+            self.blind = False
+            return {}
+        return await super().statuses(job_ids)
+
+
+async def test_a_job_missing_from_one_poll_is_still_watched_and_its_end_published(
+    tmp_path: Path,
+) -> None:
+    """The old monitor reported it UNKNOWN and forgot it at the first miss: its plan
+    never ended (seen in the soak, after a slurmctld restart)."""
+    clock = ManualClock()
+    cluster = _BlindOnce(nodes=1, cores_per_node=4, memory_mb_per_node=8000, clock=clock)
+    async with InMemoryBus() as bus:
+        monitor = JobMonitor(cluster, bus, system="sim")
+        job_id = await cluster.submit(_request(tmp_path, plan_id="plan-1"))
+        monitor.watch(job_id, plan_id="plan-1")
+        cluster.blind = True
+        assert await monitor.poll_once() == []
+        assert monitor.watching == [job_id]
+        clock.advance(200)
+        ended = await monitor.poll_once()
+    assert "job.finished" in [e.type for e in ended]
+    assert JobState.UNKNOWN not in [
+        e.payload_as(JobStateChanged).state for e in ended if e.type == "job.state_changed"
+    ]
 
 
 class _RefusingBus(InMemoryBus):
