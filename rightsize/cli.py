@@ -41,6 +41,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "Estimate time per iteration, peak memory and walltime of your own model file.",
         {"allow_extra_args": True, "ignore_unknown_options": False},
     ),
+    "history": LazyCommand(
+        "rightsize.commands.history_import:app",
+        "The knowledge base's job history: import a center's past (sacct).",
+    ),
     "history-bench": LazyCommand(
         "rightsize.commands.history:history_bench",
         "Replay a trace; score the user's request, last-2 and the model.",

@@ -6,23 +6,37 @@
 # Last line of stdout is always `export SLURM_CONF=...` so callers can:
 #     eval "$(scripts/slurm/start.sh | tail -n 1)"
 #
+# Accounting as centers run it: slurmdbd on a private MariaDB (datadir in the state dir,
+# 127.0.0.1 only), so `sacct` answers; the jobcomp file is written too.
+#
 # Environment:
 #   RIGHTSIZE_SLURM_DIR   state dir (default /tmp/rightsize-slurm)
 #   RIGHTSIZE_SLURM_WAIT  seconds to wait for the node to become idle (default 30)
 #   RIGHTSIZE_SLURMCTLD_PORT / RIGHTSIZE_SLURMD_PORT  (default 6817 / 6818)
+#   RIGHTSIZE_SLURMDBD_PORT / RIGHTSIZE_SLURM_DB_PORT (default 6819 / 3306)
+#   RIGHTSIZE_SLURM_ACCOUNTING  1 (default): slurmdbd + MariaDB; 0: jobcomp file only
 set -euo pipefail
 
 STATE_DIR="${RIGHTSIZE_SLURM_DIR:-/tmp/rightsize-slurm}"
 WAIT_S="${RIGHTSIZE_SLURM_WAIT:-30}"
 CTLD_PORT="${RIGHTSIZE_SLURMCTLD_PORT:-6817}"
 SLURMD_PORT="${RIGHTSIZE_SLURMD_PORT:-6818}"
+DBD_PORT="${RIGHTSIZE_SLURMDBD_PORT:-6819}"
+DB_PORT="${RIGHTSIZE_SLURM_DB_PORT:-3306}"
+ACCOUNTING="${RIGHTSIZE_SLURM_ACCOUNTING:-1}"
+[[ "$ACCOUNTING" == 0 || "$ACCOUNTING" == 1 ]] || {
+    echo "[rightsize-slurm] ERROR: RIGHTSIZE_SLURM_ACCOUNTING must be 0 or 1, got '$ACCOUNTING'" >&2
+    exit 1
+}
+DB_DIR="$STATE_DIR/mysql"
+DB_SOCK="$STATE_DIR/mysql.sock"
 CONF="$STATE_DIR/slurm.conf"
 HOST="$(hostname -s)"
 
 log() { echo "[rightsize-slurm] $*" >&2; }
 die() {
     echo "[rightsize-slurm] ERROR: $*" >&2
-    for f in slurmctld.log slurmd.log; do
+    for f in slurmctld.log slurmd.log slurmdbd.log mariadb.log; do
         if [[ -s "$STATE_DIR/$f" ]]; then
             echo "---- last lines of $STATE_DIR/$f ----" >&2
             tail -n 15 "$STATE_DIR/$f" >&2 || true
@@ -49,11 +63,22 @@ node_state() {
 
 [[ "$(id -u)" -eq 0 ]] || die "must run as root (slurmd and munged need it)"
 
+accounting_up() {  # accounting as asked for: slurmdbd + MariaDB up, or not asked for
+    if [[ "$ACCOUNTING" == 0 ]]; then
+        ! grep -q '^AccountingStorageType=accounting_storage/slurmdbd' "$CONF"
+        return
+    fi
+    grep -q '^AccountingStorageType=accounting_storage/slurmdbd' "$CONF" \
+        && pid_alive "$STATE_DIR/mariadb.pid" mariadbd \
+        && pid_alive "$STATE_DIR/slurmdbd.pid" slurmdbd
+}
+
 # --------------------------------------------------------------------------
 # 0. Already running? -> no-op
 # --------------------------------------------------------------------------
 if [[ -f "$CONF" ]] && pid_alive "$STATE_DIR/slurmctld.pid" slurmctld \
         && pid_alive "$STATE_DIR/slurmd.pid" slurmd \
+        && accounting_up \
         && SLURM_CONF="$CONF" timeout 10 scontrol ping >/dev/null 2>&1; then
     log "cluster already running (state dir $STATE_DIR, node state: $(node_state)); nothing to do"
     echo "export SLURM_CONF=$CONF"
@@ -63,9 +88,13 @@ fi
 # --------------------------------------------------------------------------
 # 1. Install packages if missing
 # --------------------------------------------------------------------------
+PACKAGES=(slurm-wlm munge)
+[[ "$ACCOUNTING" == 1 ]] && PACKAGES+=(slurmdbd mariadb-server)
 if ! command -v slurmctld >/dev/null 2>&1 || ! command -v slurmd >/dev/null 2>&1 \
-        || ! command -v munged >/dev/null 2>&1 || ! command -v sinfo >/dev/null 2>&1; then
-    log "installing slurm-wlm + munge via apt-get"
+        || ! command -v munged >/dev/null 2>&1 || ! command -v sinfo >/dev/null 2>&1 \
+        || { [[ "$ACCOUNTING" == 1 ]] && { ! command -v slurmdbd >/dev/null 2>&1 \
+            || ! command -v mariadbd >/dev/null 2>&1; }; }; then
+    log "installing ${PACKAGES[*]} via apt-get"
     export DEBIAN_FRONTEND=noninteractive
     # Keep package postinst scripts from starting daemons with the distro
     # config; we run our own daemons with our own config.
@@ -76,7 +105,7 @@ if ! command -v slurmctld >/dev/null 2>&1 || ! command -v slurmd >/dev/null 2>&1
     fi
     mkdir -p "$STATE_DIR"
     apt_install() {
-        apt-get install -y --no-install-recommends slurm-wlm munge >>"$STATE_DIR/apt.log" 2>&1
+        apt-get install -y --no-install-recommends "${PACKAGES[@]}" >>"$STATE_DIR/apt.log" 2>&1
     }
     if ! apt_install; then
         log "apt-get install failed; running apt-get update and retrying"
@@ -84,7 +113,7 @@ if ! command -v slurmctld >/dev/null 2>&1 || ! command -v slurmd >/dev/null 2>&1
         if ! apt_install; then
             [[ $added_policy -eq 1 ]] && rm -f "$POLICY"
             tail -n 20 "$STATE_DIR/apt.log" >&2 || true
-            die "apt-get install slurm-wlm munge failed (log: $STATE_DIR/apt.log)"
+            die "apt-get install ${PACKAGES[*]} failed (log: $STATE_DIR/apt.log)"
         fi
     fi
     [[ $added_policy -eq 1 ]] && rm -f "$POLICY"
@@ -127,7 +156,7 @@ fi
 # --------------------------------------------------------------------------
 # 3. Stop leftovers from a half-running cluster in this state dir
 # --------------------------------------------------------------------------
-for d in slurmd slurmctld; do
+for d in slurmd slurmctld slurmdbd; do
     if pid_alive "$STATE_DIR/$d.pid" "$d"; then
         pid="$(cat "$STATE_DIR/$d.pid")"
         log "stopping stale $d (pid $pid)"
@@ -148,10 +177,23 @@ fi
 if [[ -z "${RIGHTSIZE_SLURMD_PORT:-}" ]] && port_busy "$SLURMD_PORT"; then
     SLURMD_PORT="$(free_port)"; log "port 6818 busy; slurmd uses $SLURMD_PORT"
 fi
+if [[ "$ACCOUNTING" == 1 ]]; then
+    if [[ -z "${RIGHTSIZE_SLURMDBD_PORT:-}" ]] && port_busy "$DBD_PORT"; then
+        DBD_PORT="$(free_port)"; log "port 6819 busy; slurmdbd uses $DBD_PORT"
+    fi
+    # A MariaDB of this state dir that still runs keeps its port (it is ours).
+    if pid_alive "$STATE_DIR/mariadb.pid" mariadbd && [[ -s "$STATE_DIR/mariadb.port" ]]; then
+        DB_PORT="$(cat "$STATE_DIR/mariadb.port")"
+    elif [[ -z "${RIGHTSIZE_SLURM_DB_PORT:-}" ]] && port_busy "$DB_PORT"; then
+        DB_PORT="$(free_port)"; log "port 3306 busy; MariaDB uses $DB_PORT"
+    fi
+fi
 
 # Another slurm instance (e.g. distro service) holding pinned ports?
 if command -v ss >/dev/null 2>&1; then
-    for p in "$CTLD_PORT" "$SLURMD_PORT"; do
+    PORTS=("$CTLD_PORT" "$SLURMD_PORT")
+    [[ "$ACCOUNTING" == 1 ]] && PORTS+=("$DBD_PORT")
+    for p in "${PORTS[@]}"; do
         if ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; then
             die "TCP port $p is already in use by another process (another slurm?); stop it or set RIGHTSIZE_SLURMCTLD_PORT/RIGHTSIZE_SLURMD_PORT"
         fi
@@ -189,6 +231,14 @@ if [[ -n "$BOARDS" && -n "$SOCKETS" && -n "$CORES" && -n "$THREADS" ]]; then
     TOPO="$TOPO Boards=$BOARDS SocketsPerBoard=$SOCKETS CoresPerSocket=$CORES ThreadsPerCore=$THREADS"
 fi
 
+if [[ "$ACCOUNTING" == 1 ]]; then
+    ACCOUNTING_LINES="AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort=$DBD_PORT"
+else
+    ACCOUNTING_LINES="AccountingStorageType=accounting_storage/none"
+fi
+
 NEW_CONF="$(mktemp "$STATE_DIR/slurm.conf.XXXXXX")"
 cat >"$NEW_CONF" <<EOF
 # Generated by scripts/slurm/start.sh (Rightsize) -- do not edit, regenerated on start.
@@ -217,7 +267,7 @@ JobAcctGatherParams=OverMemoryKill
 JobAcctGatherFrequency=task=5
 JobCompType=jobcomp/filetxt
 JobCompLoc=$STATE_DIR/jobcomp.log
-AccountingStorageType=accounting_storage/none
+$ACCOUNTING_LINES
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
@@ -240,7 +290,71 @@ export SLURM_CONF="$CONF"
 touch "$STATE_DIR/jobcomp.log"
 
 # --------------------------------------------------------------------------
-# 5. Start daemons
+# 5. Accounting: MariaDB (private datadir, 127.0.0.1) and slurmdbd
+# --------------------------------------------------------------------------
+db() { timeout 20 mariadb --no-defaults --socket="$DB_SOCK" -u root "$@"; }
+
+if [[ "$ACCOUNTING" == 1 ]]; then
+    if ! pid_alive "$STATE_DIR/mariadb.pid" mariadbd; then
+        if [[ ! -d "$DB_DIR/mysql" ]]; then
+            log "creating the accounting database's datadir ($DB_DIR)"
+            rm -rf "$DB_DIR"
+            mariadb-install-db --no-defaults --datadir="$DB_DIR" --user=root \
+                --auth-root-authentication-method=socket --skip-test-db \
+                >>"$STATE_DIR/mariadb.log" 2>&1 || die "mariadb-install-db failed"
+        fi
+        log "starting MariaDB on 127.0.0.1:$DB_PORT"
+        rm -f "$DB_SOCK" "$STATE_DIR/mariadb.pid"
+        setsid mariadbd --no-defaults --datadir="$DB_DIR" --socket="$DB_SOCK" --user=root \
+            --port="$DB_PORT" --bind-address=127.0.0.1 --pid-file="$STATE_DIR/mariadb.pid" \
+            --log-error="$STATE_DIR/mariadb.log" --innodb-buffer-pool-size=64M \
+            </dev/null >>"$STATE_DIR/mariadb.log" 2>&1 &
+        for _ in $(seq 1 120); do db -e 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.25; done
+        db -e 'SELECT 1' >/dev/null 2>&1 || die "MariaDB does not answer on $DB_SOCK"
+        echo "$DB_PORT" >"$STATE_DIR/mariadb.port"
+    fi
+    db -e "CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+        CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'rightsize';
+        CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'rightsize';
+        GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
+        GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';" \
+        || die "cannot create the slurm database user"
+
+    # slurmdbd reads slurmdbd.conf beside $SLURM_CONF; it must be 0600, owned by SlurmUser.
+    DBD_CONF="$STATE_DIR/slurmdbd.conf"
+    cat >"$DBD_CONF" <<EOF
+# Generated by scripts/slurm/start.sh (Rightsize) -- do not edit, regenerated on start.
+AuthType=auth/munge
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$DBD_PORT
+SlurmUser=root
+PidFile=$STATE_DIR/slurmdbd.pid
+LogFile=$STATE_DIR/slurmdbd.log
+DebugLevel=info
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$DB_PORT
+StorageUser=slurm
+StoragePass=rightsize
+StorageLoc=slurm_acct_db
+EOF
+    chmod 600 "$DBD_CONF"
+
+    log "starting slurmdbd on port $DBD_PORT"
+    slurmdbd >>"$STATE_DIR/daemon-start.log" 2>&1 || die "slurmdbd failed to start"
+    for _ in $(seq 1 80); do
+        timeout 5 sacctmgr -n -P show cluster >/dev/null 2>&1 && break
+        sleep 0.25
+    done
+    timeout 5 sacctmgr -n -P show cluster >/dev/null 2>&1 || die "slurmdbd does not answer sacctmgr"
+    if ! timeout 5 sacctmgr -n -P show cluster format=cluster | grep -qx rightsize; then
+        timeout 10 sacctmgr -i add cluster rightsize >/dev/null || die "cannot register the cluster"
+    fi
+fi
+
+# --------------------------------------------------------------------------
+# 6. Start daemons
 # --------------------------------------------------------------------------
 log "starting slurmctld"
 slurmctld -f "$CONF" -i >>"$STATE_DIR/daemon-start.log" 2>&1 || die "slurmctld failed to start"
@@ -254,7 +368,7 @@ log "starting slurmd"
 slurmd -f "$CONF" >>"$STATE_DIR/daemon-start.log" 2>&1 || die "slurmd failed to start"
 
 # --------------------------------------------------------------------------
-# 6. Wait for the node to become idle
+# 7. Wait for the node to become idle
 # --------------------------------------------------------------------------
 deadline=$(( SECONDS + WAIT_S ))
 resumed=0
@@ -278,5 +392,10 @@ case "$state" in
 esac
 pid_alive "$STATE_DIR/slurmd.pid" slurmd || die "slurmd is not running"
 
-log "cluster up: node $HOST ($CPUS CPUs, ${REAL_MEM} MB) is $state; partitions debug (1 min), batch (10 min)"
+if [[ "$ACCOUNTING" == 1 ]]; then
+    ACCT="accounting: slurmdbd :$DBD_PORT on MariaDB :$DB_PORT (sacct)"
+else
+    ACCT="accounting: jobcomp file only"
+fi
+log "cluster up: node $HOST ($CPUS CPUs, ${REAL_MEM} MB) is $state; partitions debug (1 min), batch (10 min); $ACCT"
 echo "export SLURM_CONF=$CONF"

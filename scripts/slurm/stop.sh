@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stop the single-node Rightsize SLURM cluster started by start.sh.
-# Stops slurmd then slurmctld using the pidfiles in the state dir; munged is
-# left running (other tools may use it). Safe to run when nothing is running.
+# Stops slurmd, slurmctld, then accounting (slurmdbd, its MariaDB) using the pidfiles in
+# the state dir; munged is left running (other tools may use it). Safe to run when
+# nothing is running. The accounting database stays on disk for the next start.
 #
 # Environment: RIGHTSIZE_SLURM_DIR (default /tmp/rightsize-slurm)
 set -uo pipefail
@@ -10,8 +11,9 @@ STATE_DIR="${RIGHTSIZE_SLURM_DIR:-/tmp/rightsize-slurm}"
 log() { echo "[rightsize-slurm] $*" >&2; }
 
 rc=0
-for d in slurmd slurmctld; do
+for d in slurmd slurmctld slurmdbd mariadbd; do
     pf="$STATE_DIR/$d.pid"
+    [[ "$d" == mariadbd ]] && pf="$STATE_DIR/mariadb.pid"
     if [[ ! -s "$pf" ]]; then
         log "$d: no pidfile ($pf); not running"
         continue

@@ -5,6 +5,10 @@ script carries only resource directives; the job's name, working directory and o
 path travel as separate argv entries, so no user text is ever parsed by a shell or can
 add a directive line.
 
+Job status and history come from ``sacct`` where the cluster keeps accounting in
+slurmdbd (``tools.actuators.sacct``), else from the jobcomp file (``JobCompType=
+jobcomp/filetxt``); squeue answers for queued jobs and those that ended within MinJobAge.
+
 SLURM reports an out-of-memory kill under ``jobacct_gather`` + ``OverMemoryKill`` as
 FAILED with signal 9, the same as any SIGKILL. The difference is in the job's output:
 slurmstepd writes "exceeded memory limit (USED > LIMIT)". ``status`` reads that line to
@@ -17,10 +21,10 @@ import asyncio
 import json
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from knowledge_base.catalog import System
 from knowledge_base.records import JobRecord, JobState
@@ -34,10 +38,18 @@ from tools.actuators.model import (
     RequestRejected,
     SubmissionFailed,
 )
+from tools.actuators.sacct import SACCT_ENV, SacctJob, parse_sacct, sacct_command
 from tools.actuators.slurm_commands import SlurmCommandError, SlurmCommands
 from tools.actuators.state import NodePool
 
-__all__ = ["SLURM_STATES", "SlurmExecutor", "parse_jobcomp", "parse_sinfo_pools", "render_sbatch"]
+__all__ = [
+    "SLURM_STATES",
+    "SlurmExecutor",
+    "parse_jobcomp",
+    "parse_sinfo_pools",
+    "render_sbatch",
+    "slurm_state",
+]
 
 SLURM_STATES: Mapping[str, JobState] = {
     "PENDING": JobState.PENDING,
@@ -109,6 +121,20 @@ def render_sbatch(request: JobRequest) -> str:
         lines.append(f"export {name}={shlex.quote(value)}")
     lines.append(request.command.rstrip("\n"))
     return "\n".join(lines) + "\n"
+
+
+def slurm_state(native: str, signal: int | None, output: Path | None) -> JobState:
+    """The JobState of a native SLURM state; a SIGKILLed job whose output says it went
+    over its memory is OUT_OF_MEMORY (see the module docstring)."""
+    state = SLURM_STATES.get(native, JobState.UNKNOWN)
+    if state in (JobState.FAILED, JobState.CANCELLED) and signal == 9 and output is not None:
+        try:
+            text = output.read_text(encoding="utf-8", errors="replace")[-20000:]
+        except OSError:
+            return state
+        if _OOM_LINE.search(text):
+            return JobState.OUT_OF_MEMORY
+    return state
 
 
 def _epoch(value: Any) -> datetime | None:
@@ -238,12 +264,16 @@ class SlurmExecutor(Executor):
         commands: SlurmCommands | None = None,
         jobcomp_path: Path | None = None,
         output_dir: Path | None = None,
+        accounting: Literal["auto", "sacct", "jobcomp"] = "auto",
     ) -> None:
         super().__init__(system)
         self.commands = commands or SlurmCommands()
         self._jobcomp_path = jobcomp_path
         self.output_dir = output_dir or Path.cwd()
+        self.accounting = accounting
         self._outputs: dict[str, Path] = {}
+        self._config_text: str | None = None
+        self._sacct_on: bool | None = None
 
     async def _run(self, args: list[str], stdin: str | None = None) -> str:
         try:
@@ -274,9 +304,17 @@ class SlurmExecutor(Executor):
     async def _squeue(self) -> list[dict[str, Any]]:
         text = await self._run(["squeue", "--all", "--json"])
         try:
-            jobs: list[dict[str, Any]] = json.loads(text).get("jobs", [])
+            answer = json.loads(text)
+            jobs: list[dict[str, Any]] = answer.get("jobs", [])
         except (json.JSONDecodeError, AttributeError) as exc:
             raise SubmissionFailed(f"squeue --json printed no JSON: {text[:200]!r}") from exc
+        if answer.get("errors"):
+            # 22.05 exits 0 with no jobs and an "errors" list when slurmctld does not
+            # answer: "no jobs" would read as "every watched job is gone".
+            raise SubmissionFailed(
+                f"squeue --json reported errors: {json.dumps(answer['errors'])[:300]}",
+                transient=True,
+            )
         return jobs
 
     async def status(self, job_id: str) -> JobStatus:
@@ -309,13 +347,27 @@ class SlurmExecutor(Executor):
         queued = [int(j["job_id"]) for j in await self._squeue() if j.get("name") == name]
         if queued:
             return str(max(queued))
-        ended = [int(r["JobId"]) for r in (await self._jobcomp()).values() if r.get("Name") == name]
+        if await self._uses_sacct():
+            ended = [int(j.job_id) for j in await self._sacct(name=name) if j.name == name]
+        else:
+            records = (await self._jobcomp()).values()
+            ended = [int(r["JobId"]) for r in records if r.get("Name") == name]
         return str(max(ended)) if ended else None
 
     async def _node_pools(self) -> list[NodePool]:
         return parse_sinfo_pools(await self._run(["sinfo", "--json"]))
 
     async def _ended(self, job_ids: list[str]) -> dict[str, JobStatus]:
+        """Jobs squeue no longer lists: from sacct where accounting runs, else jobcomp."""
+        if await self._uses_sacct():
+            asked = [job_id for job_id in job_ids if job_id.isdigit()]  # SLURM ids only
+            if not asked:
+                return {}
+            return {
+                job.job_id: self._status_from_sacct(job)
+                for job in await self._sacct(job_ids=asked)
+                if job.job_id in asked
+            }
         records = await self._jobcomp()
         return {
             job_id: self._status_from_jobcomp(records[job_id])
@@ -324,7 +376,48 @@ class SlurmExecutor(Executor):
         }
 
     def _accounting_name(self) -> str:
-        return "the jobcomp log"
+        return "accounting (sacct)" if self._sacct_on else "the jobcomp log"
+
+    async def _uses_sacct(self) -> bool:
+        """Whether job history comes from sacct: ``accounting="sacct"``, or ``"auto"`` on
+        a cluster whose controller stores accounting in slurmdbd (and no jobcomp file
+        was named)."""
+        if self._sacct_on is None:
+            if self.accounting == "auto" and self._jobcomp_path is None:
+                config = await self._config()
+                kind = re.search(r"^AccountingStorageType\s*=\s*(\S+)", config, re.MULTILINE)
+                self._sacct_on = kind is not None and "slurmdbd" in kind.group(1)
+            else:
+                self._sacct_on = self.accounting == "sacct"
+        return self._sacct_on
+
+    async def _sacct(
+        self, *, job_ids: Sequence[str] = (), name: str | None = None, since: datetime | None = None
+    ) -> list[SacctJob]:
+        args = sacct_command(job_ids=job_ids, name=name, since=since)
+        try:
+            text = await asyncio.to_thread(self.commands.run, args, None, SACCT_ENV)
+        except SlurmCommandError as exc:
+            raise SubmissionFailed(str(exc), transient=exc.transient) from exc
+        return parse_sacct(text)
+
+    def _status_from_sacct(self, job: SacctJob) -> JobStatus:
+        output = (
+            Path(job.work_dir) / _OUTPUT_NAME.replace("%j", job.job_id) if job.work_dir else None
+        )
+        self._remember_output(job.job_id, output)
+        return JobStatus(
+            job_id=job.job_id,
+            state=self._state(job.native_state, job.signal, output),
+            native_state=job.native_state,
+            name=job.name or None,
+            partition=job.partition,
+            exit_code=job.exit_code,
+            signal=job.signal,
+            submit_time=job.submit_time,
+            start_time=job.start_time,
+            end_time=job.end_time,
+        )
 
     def _remember_output(self, job_id: str, path: Path | None) -> None:
         """Where the job writes, from the last look at it: ``output_tail`` reads it
@@ -376,15 +469,7 @@ class SlurmExecutor(Executor):
 
     @staticmethod
     def _state(native: str, signal: int | None, output: Path | None) -> JobState:
-        state = SLURM_STATES.get(native, JobState.UNKNOWN)
-        if state in (JobState.FAILED, JobState.CANCELLED) and signal == 9 and output is not None:
-            try:
-                text = output.read_text(encoding="utf-8", errors="replace")[-20000:]
-            except OSError:
-                return state
-            if _OOM_LINE.search(text):
-                return JobState.OUT_OF_MEMORY
-        return state
+        return slurm_state(native, signal, output)
 
     async def output_tail(self, job_id: str, max_bytes: int = 65536) -> str:
         path = self._outputs.get(job_id)
@@ -425,8 +510,16 @@ class SlurmExecutor(Executor):
         return entries
 
     async def finished_jobs(self, since: datetime | None = None) -> list[JobRecord]:
-        records = []
         system = self.system.name if self.system is not None else "slurm"
+        if await self._uses_sacct():
+            return [
+                job.record(system, status.state, source="slurm sacct")
+                for job in await self._sacct(since=since)
+                if (status := self._status_from_sacct(job)).finished
+                and status.end_time is not None
+                and (since is None or status.end_time >= since)
+            ]
+        records = []
         for record in (await self._jobcomp()).values():
             status = self._status_from_jobcomp(record)
             if status.end_time is None or (since is not None and status.end_time < since):
@@ -455,8 +548,14 @@ class SlurmExecutor(Executor):
             raise ActuatorError(f"cannot read the jobcomp file {path}: {exc}") from exc
         return parse_jobcomp(text)
 
+    async def _config(self) -> str:
+        """``scontrol show config``, asked once: where accounting and jobcomp live."""
+        if self._config_text is None:
+            self._config_text = await self._run(["scontrol", "show", "config"])
+        return self._config_text
+
     async def _find_jobcomp(self) -> Path | None:
-        config = await self._run(["scontrol", "show", "config"])
+        config = await self._config()
         kind = re.search(r"^JobCompType\s*=\s*(\S+)", config, re.MULTILINE)
         where = re.search(r"^JobCompLoc\s*=\s*(\S+)", config, re.MULTILINE)
         if kind is None or "filetxt" not in kind.group(1) or where is None:

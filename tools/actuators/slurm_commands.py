@@ -9,9 +9,10 @@ commands elsewhere; tests point it at a path that does not exist.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tools.actuators.model import ActuatorError
 
@@ -39,13 +40,17 @@ class SlurmCommands:
         self.timeout_s = timeout_s
         self.prefix = list(prefix)
 
-    def run(self, args: Sequence[str], stdin: str | None = None) -> str:
-        """stdout of ``args`` (never through a shell); SlurmCommandError when it fails."""
+    def run(
+        self, args: Sequence[str], stdin: str | None = None, env: Mapping[str, str] | None = None
+    ) -> str:
+        """stdout of ``args`` (never through a shell); SlurmCommandError when it fails.
+        ``env`` adds variables (``SLURM_TIME_FORMAT``) to this process's environment."""
         command = [*self.prefix, *args]
         try:
             done = subprocess.run(
                 command,
                 input=stdin,
+                env={**os.environ, **env} if env else None,
                 capture_output=True,
                 text=True,
                 timeout=self.timeout_s,
