@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from agents.bus.kafka import KafkaBus
 from agents.bus.memory import InMemoryBus
 from agents.events import (
     Envelope,
@@ -25,6 +26,7 @@ from agents.events import (
     ScheduleDecision,
 )
 from agents.metrics import CenterMetrics
+from agents.topics import ALL_TOPICS, topic_for
 from knowledge_base.records import CascadeSegment, JobState, Plan, PlanStatus
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from knowledge_base.store import KnowledgeBase
@@ -32,6 +34,13 @@ from mcp_server.auth import HashedTokenVerifier, add_user, load_tokens
 from rightsize.observability.feed import EventFeed
 from rightsize.observability.server import Access, Observed, status_app
 from rightsize.observability.status import StatusSnapshot
+from tests.agents.conftest import (
+    TansuBroker,
+    _require_tansu,
+    free_port,
+    kafka_settings,
+    wait_for,
+)
 from tests.agents.harness import generic_spec, make_plan
 
 LOOPBACK = ("127.0.0.1", 50000)
@@ -244,3 +253,29 @@ async def test_a_broker_outage_shows_on_the_page_and_in_metrics_without_hanging(
     assert 'rightsize_plans{state="running"} 1.0' in metrics  # the rest still answers
     for task in observed.metrics._inflight.values():
         task.cancel()
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[TansuBroker]:
+    started = TansuBroker(_require_tansu(), free_port(), tmp_path / "tansu.log")
+    started.start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.mark.kafka
+async def test_the_feed_sees_what_another_process_published_on_kafka(
+    broker: TansuBroker,
+) -> None:
+    failed = JobStateChanged(
+        system="s", job_id="9", plan_id="plan-k", state=JobState.TIMEOUT, reason="hit 60 s"
+    )
+    async with KafkaBus(kafka_settings(broker.bootstrap)) as publisher:
+        await publisher.create_topics(list(ALL_TOPICS), partitions=2)
+        await publisher.publish(topic_for("job.state_changed"), event(failed, "9"), key="9")
+        async with KafkaBus(kafka_settings(broker.bootstrap)) as bus, EventFeed(bus) as feed:
+            await wait_for(lambda: list(feed.failures), timeout_s=30, what="the failure")
+    (seen,) = feed.failures
+    assert (seen.job_id, seen.state, seen.reason) == ("9", "timeout", "hit 60 s")
