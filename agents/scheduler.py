@@ -21,6 +21,12 @@ start by looking the job up by its unique name (``<name>-<plan>-s<segment>a<atte
 before anything is resubmitted. Events carry deterministic ids (the runtime derives
 them from the cause), so their consumers drop repeats.
 
+A job its monitor gave up on (``job.state_changed`` to UNKNOWN: the batch system did not
+know it, poll after poll) is looked up once more through the executor (queue, then
+accounting): ended there, it is taken as ended; still queued or running, it is watched
+again; unknown, its segment ends FAILED, "lost by the batch system", and the
+Re-scheduler's rules decide (a failure: the plan ends FAILED with that reason).
+
 Each system has one executor and one ``JobMonitor``; ``run_monitors`` polls them beside
 the agent's runner. ``recover`` re-watches, after a restart, every job the ledgers say is
 still in flight.
@@ -106,6 +112,7 @@ __all__ = [
     "SchedulerConfig",
     "SchedulerObservation",
     "Submit",
+    "WatchJob",
     "job_name",
     "update_plan",
 ]
@@ -170,7 +177,9 @@ class SchedulerConfig(BaseModel):
 class SchedulerObservation(Observation):
     """What the Scheduler knows when it decides: the plan, and what happened to which job."""
 
-    kind: Literal["start", "running", "progress", "ended", "revise", "cancel", "closed", "ignore"]
+    kind: Literal[
+        "start", "running", "progress", "ended", "revise", "cancel", "closed", "rewatch", "ignore"
+    ]
     plan: Plan | None = None
     purpose: Purpose = "workload"
     limits: Limits | None = None
@@ -247,6 +256,13 @@ class CancelJob(Action):
     plan_id: str
     job_id: str
     reason: str
+
+
+class WatchJob(Action):
+    """Watch a job again: the monitor gave it up, but the batch system still has it."""
+
+    plan_id: str
+    job_id: str
 
 
 # -- helpers -----------------------------------------------------------------------------
@@ -335,12 +351,14 @@ class Scheduler(Agent[SchedulerObservation]):
             return await self._sense_approved(event, payload)
         if isinstance(payload, JobStateChanged) and payload.plan_id:
             plan = await self._plan(payload.plan_id)
-            if plan is None or entry_of(plan, payload.job_id) is None:
+            if plan is None or (entry := entry_of(plan, payload.job_id)) is None:
                 return None
             if payload.state is JobState.RUNNING:
                 return SchedulerObservation(
                     event=event, kind="running", plan=plan, job_id=payload.job_id
                 )
+            if payload.state is JobState.UNKNOWN and not plan.status.ended and not _ended(entry):
+                return await self._sense_unknown(event, plan, payload)
             return None
         if isinstance(payload, JobProgress) and payload.plan_id:
             return await self._sense_progress(event, payload)
@@ -498,20 +516,90 @@ class Scheduler(Agent[SchedulerObservation]):
                 raise
             return None
 
+    async def _sense_unknown(
+        self, event: Envelope, plan: Plan, payload: JobStateChanged
+    ) -> SchedulerObservation | None:
+        """The monitor stopped watching a job the batch system did not know, poll after poll.
+
+        Asked once more (its queue, then its accounting: sacct or the jobcomp log on
+        SLURM), a job that ended is taken as ended, one still queued or running is
+        watched again, and one it does not know at all is lost: its segment ends FAILED
+        ("lost by the batch system") and the Re-scheduler's rules decide what follows.
+        Before, nobody acted on it and the plan stayed RUNNING for ever.
+        """
+        executor = self._executor(plan)
+        if executor is None:
+            return None
+        try:
+            status = await executor.status(payload.job_id)
+        except JobNotFound as exc:
+            said = payload.reason or "no longer known"
+            return await self._sense_end(
+                event,
+                plan,
+                payload.job_id,
+                state=JobState.FAILED,
+                reason=f"lost by the batch system: {said}, and then: {exc}",
+            )
+        if not status.finished:
+            return SchedulerObservation(
+                event=event, kind="rewatch", plan=plan, job_id=payload.job_id
+            )
+        try:  # accounting knew its end: that is the job's end, as job.finished says it
+            record = status.to_record(
+                plan.option.system if plan.option else "?",
+                f"scheduler ({executor.backend})",
+                plan_id=plan.id,
+            )
+        except ValueError:
+            record = None
+        return await self._sense_end(
+            event,
+            plan,
+            payload.job_id,
+            state=status.state,
+            exit_code=status.exit_code,
+            record=record,
+        )
+
     async def _sense_finished(
         self, event: Envelope, payload: JobFinished
     ) -> SchedulerObservation | None:
         record = payload.job
         assert record.plan_id is not None
         stored = await self._plan(record.plan_id)
-        if stored is None or (entry := entry_of(stored, record.job_id)) is None:
+        if stored is None:
+            return None
+        return await self._sense_end(
+            event,
+            stored,
+            record.job_id,
+            state=record.state,
+            exit_code=record.exit_code,
+            record=record,
+        )
+
+    async def _sense_end(
+        self,
+        event: Envelope,
+        stored: Plan,
+        job_id: str,
+        *,
+        state: JobState,
+        exit_code: int | None = None,
+        reason: str = "",
+        record: JobRecord | None = None,
+    ) -> SchedulerObservation | None:
+        """The observation of ``job_id``'s end; ``record`` (what the batch system
+        accounted) goes to history, a lost job has none."""
+        if (entry := entry_of(stored, job_id)) is None:
             return None
         executor = self._executor(stored)
         if executor is None:
             return None
         replaced = entry.state is SegmentState.REPLANNED
-        plan = as_of(stored, record.job_id)
-        progress = await self._progress_of(executor, record.job_id)
+        plan = as_of(stored, job_id)
+        progress = await self._progress_of(executor, job_id)
         if progress is not None and _own_clock(executor, progress.unit):
             # A simulated job reports seconds of its own run; in the workload's terms it
             # did its planned share: one more segment of the planned count.
@@ -520,25 +608,43 @@ class Scheduler(Agent[SchedulerObservation]):
             previous: Progress | None = Progress("segment", done_before, None)
         else:
             jobs = submitted(plan)
-            at = next(i for i, s in enumerate(jobs) if s.job_id == record.job_id)
+            at = next(i for i, s in enumerate(jobs) if s.job_id == job_id)
             before = jobs[at - 1].job_id if at > 0 else None
             previous = await self._progress_of(executor, before) if before else None
         end = JobEnd(
-            job_id=record.job_id,
-            state=record.state,
-            reason="",
-            exit_code=record.exit_code,
+            job_id=job_id,
+            state=state,
+            reason=reason,
+            exit_code=exit_code,
             done=progress.done if progress else None,
             total=progress.total if progress else None,
             unit=progress.unit if progress else "step",
             previous_done=previous.done if previous else None,
         )
+        history = None
+        if record is not None:
+            history = await self._history(plan, entry, record)
+        return SchedulerObservation(
+            event=event,
+            kind="ended",
+            plan=plan,
+            purpose=_purpose_of(plan),
+            limits=await self._limits(plan),
+            checkpointable=_checkpointable(plan),
+            job_id=job_id,
+            end=end,
+            record=history,
+            replaced=replaced,
+        )
+
+    async def _history(self, plan: Plan, entry: CascadeSegment, record: JobRecord) -> JobRecord:
+        """``record`` as history keeps it: who ran it, what was asked, what was predicted."""
         option = plan.option
         try:
             known = await self.kb.get_job(record.system, record.job_id)
         except NotFoundError:
             known = None
-        history = record.model_copy(
+        return record.model_copy(
             update={
                 "user": plan.spec.user,
                 "account": plan.spec.account,
@@ -550,18 +656,6 @@ class Scheduler(Agent[SchedulerObservation]):
                 "requested_walltime_s": entry.walltime_s,
                 "predicted_runtime_s": known.predicted_runtime_s if known else None,
             }
-        )
-        return SchedulerObservation(
-            event=event,
-            kind="ended",
-            plan=plan,
-            purpose=_purpose_of(plan),
-            limits=await self._limits(plan),
-            checkpointable=_checkpointable(plan),
-            job_id=record.job_id,
-            end=end,
-            record=history,
-            replaced=replaced,
         )
 
     # -- decide (pure) ------------------------------------------------------------------------
@@ -610,6 +704,9 @@ class Scheduler(Agent[SchedulerObservation]):
                     f"{plan.option.partition} ({plan.reason or 'as planned'})",
                 )
             ]
+        if observation.kind == "rewatch":
+            assert observation.job_id is not None
+            return [WatchJob(plan_id=plan.id, job_id=observation.job_id)]
         if observation.kind == "running":
             assert observation.job_id is not None
             return [RecordState(plan_id=plan.id, job_id=observation.job_id, state=JobState.RUNNING)]
@@ -804,6 +901,8 @@ class Scheduler(Agent[SchedulerObservation]):
                 emits.extend(await self._revise(action))
             elif isinstance(action, CancelJob):
                 await self._cancel(action)
+            elif isinstance(action, WatchJob):
+                self._watch(await self.kb.get_plan(action.plan_id), action.job_id)
             elif isinstance(action, Emit):
                 emits.append(action)
             else:

@@ -264,6 +264,33 @@ async def test_an_interrupted_submission_is_reconciled_before_anything_is_resubm
     assert watched == [job_id]
 
 
+async def test_a_job_the_batch_system_no_longer_knows_ends_failed_and_so_does_its_plan(
+    center: MiniCenter,
+) -> None:
+    """The Scheduler restarts beside a batch system that never heard of the plan's job (a
+    simulated cluster of another process; on SLURM, a job neither squeue nor accounting
+    knows). Before, the monitor said UNKNOWN, nobody acted on it and the plan stayed
+    RUNNING for ever; now the Scheduler asks the executor once more, then ends the
+    segment FAILED as lost and lets the Re-scheduler's rules end the plan."""
+    scheduler = await start_scheduler(center, behaving(run_s=45))
+    plan = make_plan("plan-lost", generic_spec(), partition="batch", walltime_s=120)
+    lost = CascadeSegment(index=0, walltime_s=120, job_id="4242", state="running")
+    await center.kb.put_plan(
+        plan.model_copy(update={"status": PlanStatus.RUNNING, "segments": [*plan.segments, lost]})
+    )
+    assert await scheduler.recover() == ["4242"]
+
+    final = await run_plan(center, scheduler, plan, approve=False, steps=20)
+
+    assert final.status is PlanStatus.FAILED
+    assert "lost by the batch system" in final.reason and "4242" in final.reason
+    assert [(s.job_id, s.state) for s in final.segments if s.job_id] == [("4242", "failed")]
+    assert scheduler.monitors["testcluster"].watching == []
+    assert center.cluster._jobs == {}  # nothing was resubmitted for it
+    [finished] = await center.recorder.of(PlanFinished)
+    assert finished.status is PlanStatus.FAILED and finished.job_ids == ["4242"]
+
+
 # -- re-plan decisions (the Intelligence Plane's plan.replan_decided) -----------------------
 
 
