@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -64,8 +65,22 @@ class Observed:
     metrics: CenterMetrics = field(default_factory=CenterMetrics)
     simulations_dir: Path | None = None
     timeout_s: float = 2.0
+    cache_s: float = 1.0
+    _last: tuple[float, asyncio.Future[StatusSnapshot]] | None = field(
+        default=None, init=False, repr=False
+    )
 
     async def snapshot(self) -> StatusSnapshot:
+        """The picture, shared by every request within ``cache_s`` of it (many open
+        pages cost the knowledge base one read a second, not one each)."""
+        now = time.monotonic()
+        last = self._last
+        if last is None or (last[1].done() and now - last[0] >= self.cache_s):
+            task = asyncio.ensure_future(self._collect())
+            self._last = last = (now, task)
+        return await asyncio.shield(last[1])
+
+    async def _collect(self) -> StatusSnapshot:
         return await collect_status(
             self.kb,
             [r.health() for r in self.runners()],

@@ -279,3 +279,25 @@ async def test_the_feed_sees_what_another_process_published_on_kafka(
             await wait_for(lambda: list(feed.failures), timeout_s=30, what="the failure")
     (seen,) = feed.failures
     assert (seen.job_id, seen.state, seen.reason) == ("9", "timeout", "hit 60 s")
+
+
+class CountingKB(SQLiteKnowledgeBase):
+    """SQLite that counts plan reads."""
+
+    reads = 0
+
+    async def list_plans(self, **kw: object) -> list[Plan]:
+        self.reads += 1
+        return await super().list_plans(**kw)  # type: ignore[arg-type]
+
+
+async def test_pages_polling_together_cost_one_knowledge_base_read(tmp_path: Path) -> None:
+    async with CountingKB(tmp_path / "count.db") as counting:
+        observed = Observed(kb=counting, cache_s=60)
+        async with client(status_app(observed, Access()), LOOPBACK) as http:
+            answers = await asyncio.gather(*(http.get("/api/status") for _ in range(5)))
+            assert all(a.status_code == 200 for a in answers)
+            assert counting.reads == 1
+            observed.cache_s = 0
+            await http.get("/api/status")
+            assert counting.reads == 2
