@@ -1,6 +1,15 @@
 """Synthetic traces on SDSC-SP2: fit time, sampling speed, fidelity for both generators.
 
     python benchmarks/synth.py [--seeds 5] [--epochs 60] [--report DIR] [--json]
+    python benchmarks/synth.py --traces all [--models sequence copula] [--max-jobs 30000]
+        [--seeds 1] [--sequence-epochs 10] [--report DIR]
+
+The second form (issue #21) is one table over every shared trace (ALCF-Theta included):
+per trace and model, the column KS, EASY bsld against the real trace's, and the fidelity
+that sees time (hour-of-day and day-of-week arrival TV, autocorrelation differences,
+session KS, sequence similarity), with ``temporal.png`` and the other plots per trace
+and model under ``--report``. Traces longer than ``--max-jobs`` are cut to their first
+``--max-jobs`` jobs (header kept) so that the whole table fits in minutes on 2 cores.
 
 For each model (Gaussian copula, TVAE): fit on the whole trace (53,999 replayable
 jobs); time ``load model + generate + write SWF`` for 100,000 jobs (median of 3; target
@@ -30,6 +39,7 @@ from simulations.synth.columns import COLUMNS, read_trace
 from simulations.synth.fidelity import evaluate
 from simulations.synth.generator import ModelKind, generate, write_trace
 from simulations.synth.model_files import fit_model, load_model, save_model
+from tools.traces.swf import SWFReader, write_swf
 
 TRACE = (
     Path(__file__).resolve().parents[2]
@@ -123,6 +133,129 @@ def _summary(result: dict[str, Any], match_load: bool) -> dict[str, Any]:
     }
 
 
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+SHARED_TRACES = (
+    "SDSC-SP2-1998-4.2-cln.swf.gz",
+    "CTC-SP2-1996-3.1-cln.swf.gz",
+    "HPC2N-2002-2.2-cln.swf.gz",
+    "KTH-SP2-1996-2.1-cln.swf.gz",
+    "LANL-CM5-1994-4.1-cln.swf.gz",
+    "ALCF-Theta-2022.swf.gz",
+)
+
+
+def _first_jobs(source: Path, jobs: int, work: Path) -> Path:
+    """``source`` cut to its first ``jobs`` records (header kept), or itself when shorter."""
+    with SWFReader(source) as reader:
+        header = reader.header
+        records = []
+        for record in reader:
+            records.append(record)
+            if len(records) > jobs:
+                break
+    if len(records) <= jobs:
+        return source
+    out = work / f"{source.name.split('.swf')[0]}-first{jobs}.swf"
+    write_swf(out, header, records[:jobs])
+    return out
+
+
+def _trace_row(
+    real: Path, kind: ModelKind, seed: int, args: argparse.Namespace, work: Path
+) -> dict[str, Any]:
+    trace = read_trace(real)
+    options: dict[str, Any] = {}
+    if kind == "sequence":
+        options["epochs"] = args.sequence_epochs
+    elif kind == "tvae":
+        options["epochs"] = args.epochs
+    began = time.perf_counter()
+    model = fit_model(trace, kind, seed=0, **options)
+    fit_s = time.perf_counter() - began
+    began = time.perf_counter()
+    sample = generate(model, len(trace.table), seed=seed)
+    synthetic = work / f"{real.name}-{kind}-{seed}.swf"
+    write_trace(synthetic, sample, model.metadata)
+    sample_s = time.perf_counter() - began
+    report_dir = None
+    if args.report is not None and seed == 0:
+        report_dir = args.report / real.name.split(".swf")[0] / kind
+    report = evaluate(real, synthetic, report_dir=report_dir)
+    t = report.temporal
+    return {
+        "trace": real.name,
+        "model": kind,
+        "seed": seed,
+        "jobs": len(trace.table),
+        "fit_s": fit_s,
+        "sample_s": sample_s,
+        "kept_share": sample.kept_share,
+        "load_factor": sample.load_factor,
+        "ks_max": max(c.ks for c in report.columns),
+        "ks_max_column": max(report.columns, key=lambda c: c.ks).column,
+        "corr_max_abs_diff": report.correlation.max_abs_difference,
+        "real_bsld": report.scheduling.real.mean_bsld,
+        "bsld": report.scheduling.synthetic.mean_bsld,
+        "bsld_rel": report.scheduling.bsld_relative_difference,
+        "hour_tv": t.hour_of_day_tv,
+        "weekday_tv": t.day_of_week_tv,
+        "gap_acf_diff": t.gap_autocorrelation_max_diff,
+        "hourly_acf_diff": t.hourly_autocorrelation_max_diff,
+        "session_jobs_ks": t.session_jobs_ks,
+        "real_session_jobs": t.real.mean_session_jobs,
+        "session_jobs": t.synthetic.mean_session_jobs,
+        "sequence_similarity": t.sequence_similarity,
+        "constraints_passed": report.constraints.passed,
+        "passed": report.passed,
+    }
+
+
+def _traces_table(args: argparse.Namespace) -> int:
+    names = SHARED_TRACES if args.traces == ["all"] else tuple(args.traces)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as directory:
+        work = Path(directory)
+        for name in names:
+            real = _first_jobs(
+                TRACES / name if "/" not in name else Path(name), args.max_jobs, work
+            )
+            for kind in args.models:
+                for seed in range(args.seeds):
+                    rows.append(_trace_row(real, kind, seed, args, work))
+                    r = rows[-1]
+                    print(
+                        f"# {name} {kind} seed {seed}: fit {r['fit_s']:.0f} s, sample "
+                        f"{r['sample_s']:.0f} s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    if args.json:
+        print(json.dumps(rows, indent=1, default=str))
+        return 0
+    print(
+        f"# {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; first "
+        f"{args.max_jobs:,} jobs of each trace; {args.seeds} seed(s); targets: EASY bsld "
+        "within 20%, hour-of-day TV <= 0.05"
+    )
+    print(
+        f"{'trace':<14} {'model':<8} {'jobs':>6} {'KS max':>13} {'EASY bsld real/syn':>19} "
+        f"{'rel':>6} {'hour TV':>7} {'wday TV':>7} {'gapACF':>6} {'hrACF':>6} "
+        f"{'sess KS':>7} {'jobs/sess r/s':>13} {'seq sim':>7} {'pass':>4}"
+    )
+    for r in rows:
+        short = r["trace"].split("-")[0] + "-" + r["trace"].split("-")[1]
+        print(
+            f"{short:<14} {r['model']:<8} {r['jobs']:>6} "
+            f"{r['ks_max']:>5.3f} {r['ks_max_column'][:7]:>7} "
+            f"{r['real_bsld']:>9.1f}/{r['bsld']:<9.1f} {r['bsld_rel']:>+6.0%} "
+            f"{r['hour_tv']:>7.3f} {r['weekday_tv']:>7.3f} {r['gap_acf_diff']:>6.3f} "
+            f"{r['hourly_acf_diff']:>6.3f} {r['session_jobs_ks']:>7.3f} "
+            f"{r['real_session_jobs']:>6.2f}/{r['session_jobs']:<6.2f} "
+            f"{r['sequence_similarity']:>7.3f} {'yes' if r['passed'] else 'no':>4}"
+        )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -133,7 +266,18 @@ def main() -> int:
     parser.add_argument("--models", nargs="+", default=["copula", "tvae"])
     parser.add_argument("--report", type=Path, default=None, help="Heatmaps for seed 0 here")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--traces", nargs="+", default=None, help="'all' or trace file names: the #21 table"
+    )
+    parser.add_argument("--max-jobs", type=int, default=30_000)
+    parser.add_argument("--sequence-epochs", type=int, default=10)
     args = parser.parse_args()
+    if args.traces:
+        if args.models == ["copula", "tvae"]:
+            args.models = ["sequence", "copula"]
+        if args.seeds == 5:
+            args.seeds = 1
+        return _traces_table(args)
     real_jobs = len(read_trace(args.trace).table)
     with tempfile.TemporaryDirectory() as directory:
         results = [_run_model(kind, args, Path(directory), real_jobs) for kind in args.models]

@@ -1,0 +1,226 @@
+"""Seed 003's question in RLScheduler's setting: PPO and the learned priority, each trained
+on the real trace and on a synthetic one from the same source, on held-out real jobs.
+
+    python -m simulations.learned.rl_experiment [--trace FILE] [--seeds 3] [--json]
+
+The trace's first ``--split`` of jobs is the training part; the sequence generator
+(:mod:`simulations.synth.sequence`) is fitted on it alone and samples as many jobs. Each
+scheduler (PPO, :mod:`simulations.learned.ppo`; the CEM-trained priority,
+:mod:`simulations.learned.train`) is trained with the same settings and seed on the real
+part and on the synthetic trace. Evaluation: ``--windows`` sequences of 1,024 jobs at
+fixed random places in the held-out part, each replayed on an empty machine with EASY
+backfilling; the figure is the mean over sequences of each sequence's mean bounded
+slowdown, as RLScheduler reports it. Heuristics on the same sequences: FCFS, SJF, F1
+(same simulator as PPO), EASY++ (EASY with Tsafrir's last-two-runs estimates and
+shortest-first backfilling, in the compiled simulator) and plain EASY there (which
+should equal FCFS here: a check that both simulators agree).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from simulations.engine import EASY, SHORTEST, simulate_arrays
+from simulations.learned.ppo import PPOSettings, Sequence, heuristic_bsld, policy_bsld, train_ppo
+from simulations.learned.train import JobArrays, TrainingSettings, train_policy
+from simulations.metrics import bounded_slowdown
+from simulations.synth.columns import JobTable, Trace, read_trace
+from simulations.synth.generator import generate
+from simulations.synth.model_files import fit_model
+
+__all__ = ["Row", "main"]
+
+log = logging.getLogger(__name__)
+
+_TRACE = (
+    Path(__file__).resolve().parents[3]
+    / "shared"
+    / "data"
+    / "traces"
+    / "SDSC-SP2-1998-4.2-cln.swf.gz"
+)
+_EVAL_JOBS = 1024
+
+
+class Row(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    scheduler: str
+    trained_on: str
+    seed: int
+    training_seconds: float
+    held_out_bsld: float  # mean over the evaluation sequences
+    per_sequence: list[float]
+
+
+def _sequence(table: JobTable, machine: int) -> Sequence:
+    submit = np.rint(table.submit_s).astype(np.int64)
+    return Sequence(
+        submit_s=submit - submit[0],
+        run_s=table.run_s.astype(np.int64),
+        req_s=table.requested_time_s.astype(np.int64),
+        procs=table.procs.astype(np.int64),
+        machine_procs=machine,
+    )
+
+
+def _engine_bsld(seq: Sequence, user: np.ndarray, *, easy_plus: bool) -> float:
+    start, end, _, _ = simulate_arrays(
+        submit_s=seq.submit_s,
+        run_s=seq.run_s,
+        req_s=seq.req_s,
+        procs=seq.procs,
+        est_s=seq.req_s,
+        user=user,
+        machine_procs=seq.machine_procs,
+        policy=EASY,
+        last2=easy_plus,
+        order=SHORTEST if easy_plus else 0,
+    )
+    wait = (start - seq.submit_s).astype(np.float64)
+    return float(bounded_slowdown(wait, (end - start).astype(np.float64)).mean())
+
+
+def _priority_bsld(seq: Sequence, policy: object) -> float:
+    jobs = JobArrays(
+        submit_s=seq.submit_s,
+        run_s=seq.run_s,
+        req_s=seq.req_s,
+        procs=seq.procs,
+        machine_procs=seq.machine_procs,
+    )
+    return jobs.mean_bsld(policy)  # type: ignore[arg-type]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--trace", type=Path, default=_TRACE)
+    parser.add_argument("--split", type=float, default=0.7)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--windows", type=int, default=8, help="Held-out 1,024-job sequences")
+    parser.add_argument("--ppo-epochs", type=int, default=30)
+    parser.add_argument("--trajectories", type=int, default=12)
+    parser.add_argument("--cem-generations", type=int, default=10)
+    parser.add_argument("--generator-epochs", type=int, default=10)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+
+    trace = read_trace(args.trace)
+    machine = trace.machine_procs
+    n_train = int(len(trace.table) * args.split)
+    train_table = trace.table.take(slice(0, n_train))
+    test_table = trace.table.take(slice(n_train, None))
+    test = _sequence(test_table, machine)
+    users = test_table.user.astype(np.int64)
+    places = np.random.default_rng(1234).integers(0, len(test_table) - _EVAL_JOBS, args.windows)
+    windows = [(test.window(int(b), _EVAL_JOBS), users[b : b + _EVAL_JOBS]) for b in places]
+    rows: list[Row] = []
+
+    def add(
+        scheduler: str, trained_on: str, seed: int, seconds: float, values: list[float]
+    ) -> None:
+        rows.append(
+            Row(
+                scheduler=scheduler,
+                trained_on=trained_on,
+                seed=seed,
+                training_seconds=seconds,
+                held_out_bsld=float(np.mean(values)),
+                per_sequence=[round(v, 3) for v in values],
+            )
+        )
+        log.info(
+            "%s (%s, seed %d): held-out bsld %.2f",
+            scheduler,
+            trained_on,
+            seed,
+            rows[-1].held_out_bsld,
+        )
+
+    for name in ("FCFS", "SJF", "F1"):
+        add(name, "-", -1, 0.0, [heuristic_bsld(w, name) for w, _ in windows])
+    add("EASY (engine)", "-", -1, 0.0, [_engine_bsld(w, u, easy_plus=False) for w, u in windows])
+    add("EASY++", "-", -1, 0.0, [_engine_bsld(w, u, easy_plus=True) for w, u in windows])
+
+    train_trace = Trace(
+        name=f"{trace.name}[:{n_train}]",
+        table=train_table,
+        machine_procs=machine,
+        header=trace.header,
+    )
+    for seed in range(args.seeds):
+        model = fit_model(train_trace, "sequence", seed=seed, epochs=args.generator_epochs)
+        synthetic = generate(model, n_train, seed=seed).table
+        sources = {
+            "real": _sequence(train_table, machine),
+            "synthetic sequence": _sequence(synthetic, machine),
+        }
+        for label, jobs in sources.items():
+            policy, trained = train_ppo(
+                jobs, PPOSettings(epochs=args.ppo_epochs, trajectories=args.trajectories, seed=seed)
+            )
+            add("PPO", label, seed, trained.seconds, [policy_bsld(w, policy) for w, _ in windows])
+            began = time.perf_counter()
+            arrays = JobArrays(
+                submit_s=jobs.submit_s,
+                run_s=jobs.run_s,
+                req_s=jobs.req_s,
+                procs=jobs.procs,
+                machine_procs=machine,
+            )
+            cem = train_policy(
+                arrays, TrainingSettings(generations=args.cem_generations, seed=seed)
+            )
+            add(
+                "learned priority (CEM)",
+                label,
+                seed,
+                time.perf_counter() - began,
+                [_priority_bsld(w, cem.policy) for w, _ in windows],
+            )
+    if args.json:
+        print(json.dumps([r.model_dump() for r in rows], indent=1))
+        return 0
+    print(
+        f"# {trace.name}: train on jobs 1-{n_train:,}, evaluate on {args.windows} sequences of "
+        f"{_EVAL_JOBS} held-out jobs (EASY backfilling); PPO {args.ppo_epochs} epochs x "
+        f"{args.trajectories} sequences of 256; seeds 0..{args.seeds - 1}"
+    )
+    print(f"{'scheduler':<24} {'trained on':<19} {'seed':>4} {'train s':>8} {'held-out bsld':>14}")
+    for r in rows:
+        print(
+            f"{r.scheduler:<24} {r.trained_on:<19} {r.seed if r.seed >= 0 else '-':>4} "
+            f"{r.training_seconds:>8.0f} {r.held_out_bsld:>14.2f}"
+        )
+    for scheduler in ("PPO", "learned priority (CEM)"):
+        medians = {}
+        for label in ("real", "synthetic sequence"):
+            values = [
+                r.held_out_bsld for r in rows if r.scheduler == scheduler and r.trained_on == label
+            ]
+            if values:
+                medians[label] = statistics.median(values)
+                print(
+                    f"{scheduler} trained on {label}: median {medians[label]:.2f} "
+                    f"(range {min(values):.2f}-{max(values):.2f}, {len(values)} seeds)"
+                )
+        if len(medians) == 2:
+            gap = medians["synthetic sequence"] / medians["real"] - 1
+            print(f"{scheduler}: synthetic-trained vs real-trained median {gap:+.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
