@@ -167,7 +167,9 @@ def _render(selection: Selection, top: int) -> None:
     )
     if selection.recommended is not None:
         console.print(
-            f"[bold green]recommended[/] {_describe(selection.recommended)}", highlight=False
+            f"[bold green]recommended[/] (by {selection.objective.value}) "
+            f"{_describe(selection.recommended)}",
+            highlight=False,
         )
         rows = _group(selection.ranked)
         dollars = any(p.cost_usd is not None for p, _ in rows)

@@ -50,6 +50,12 @@ class PlanningConfig(BaseModel):
         default=300, ge=0, description="Per cascade segment: start, load and save a checkpoint"
     )
     max_segments: int = Field(default=100, ge=1, description="Longest cascade worth proposing")
+    gpu_efficiency: float = Field(
+        default=0.7,
+        ge=0,
+        le=1,
+        description="An added GPU must speed the run by this share of its own (0: no limit)",
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from tools.planning.causes import shared_causes
 from tools.planning.cost import USD, DollarRates, normalize_unit
 from tools.planning.estimation import Estimator
 from tools.planning.generic import GUESS_ID
+from tools.planning.gpu_scaling import DEFAULT_GPU_EFFICIENCY, paying_gpus
 from tools.planning.hardware import CPU_EFFICIENCY, GAVEL_FIT_LOGO_MAPE
 from tools.planning.queue import QueueModel
 from tools.planning.results import Infeasible, PlannedOption, PlanReport
@@ -341,9 +342,18 @@ def _closest_first(infeasible: list[Infeasible]) -> list[Infeasible]:
 
 
 def select(
-    whatif: WhatIf, spec: WorkloadSpec, *, objective: Objective | None, now: datetime
+    whatif: WhatIf,
+    spec: WorkloadSpec,
+    *,
+    objective: Objective | None,
+    now: datetime,
+    gpu_efficiency: float = DEFAULT_GPU_EFFICIENCY,
 ) -> Selection:
-    """Apply the hard constraints, rank by the objective, and explain what is left out."""
+    """Apply the hard constraints, rank by the objective, and explain what is left out.
+
+    GPUs that would not pay (``gpu_scaling.paying_gpus``) are left out before ranking, so
+    no objective, the default ``earliest_finish`` included, asks for idle GPUs.
+    """
     goals = spec.goals
     chosen = objective or goals.objective
     if chosen is Objective.DEADLINE and goals.deadline is None:
@@ -351,7 +361,8 @@ def select(
             "the 'deadline' objective needs goals.deadline", field="goals.deadline", value=None
         )
     kept, failed = apply_constraints(whatif, goals, now)
-    infeasible = _closest_first([*whatif.infeasible, *failed])
+    kept, wasteful = paying_gpus(kept, gpu_efficiency)
+    infeasible = _closest_first([*whatif.infeasible, *failed, *wasteful])
     ranking = _Ranking(kept)
     ranked = ranking.ordered(chosen)
     best: dict[str, PlannedOption | None] = {
@@ -363,6 +374,11 @@ def select(
         )
     }
     notes = _notes(kept, chosen)
+    if wasteful:
+        notes.append(
+            f"{len(wasteful)} options with more GPUs left out: each added GPU must speed the "
+            f"run by {gpu_efficiency:.0%} of its share (PlanningConfig.gpu_efficiency)"
+        )
     if not kept:
         notes.insert(
             0,
@@ -396,4 +412,10 @@ def plan(
     context = BuildContext(
         spec=spec, config=config or PlanningConfig(), rates=rates or DollarRates(), queue=queue
     )
-    return select(what_if(spec, catalog, context, estimators), spec, objective=objective, now=now)
+    return select(
+        what_if(spec, catalog, context, estimators),
+        spec,
+        objective=objective,
+        now=now,
+        gpu_efficiency=context.config.gpu_efficiency,
+    )
