@@ -101,6 +101,7 @@ from tools.planning.builder import job_request
 from tools.planning.render import command_for
 
 __all__ = [
+    "CancelByName",
     "CancelJob",
     "Conclude",
     "PlanRaced",
@@ -255,6 +256,21 @@ class Revise(Action):
 class CancelJob(Action):
     plan_id: str
     job_id: str
+    reason: str
+
+
+class CancelByName(Action):
+    """Cancel the job a submission under way (an intent with no job id) may have started.
+
+    The batch system may have taken the job before the intent got its id (a crash
+    between the two, another replica): it is found by its unique name, cancelled, and
+    its id kept in the ledger.
+    """
+
+    plan_id: str
+    name: str
+    segment_index: int = Field(ge=0)
+    attempt: int = Field(ge=1)
     reason: str
 
 
@@ -797,12 +813,27 @@ class Scheduler(Agent[SchedulerObservation]):
 
     @staticmethod
     def _decide_cancel(plan: Plan, request: PlanCancelRequested, purpose: Purpose) -> list[Action]:
-        """Cancel every job still in flight, then end the plan CANCELLED (pure)."""
-        actions: list[Action] = [
-            CancelJob(plan_id=plan.id, job_id=s.job_id, reason=request.reason)
-            for s in in_flight(plan)
-            if s.job_id is not None
-        ]
+        """Cancel every job still in flight, then end the plan CANCELLED (pure).
+
+        A submission under way has no job id yet: its job is looked for by name.
+        """
+        actions: list[Action] = []
+        for entry in in_flight(plan):
+            if entry.job_id is not None:
+                actions.append(
+                    CancelJob(plan_id=plan.id, job_id=entry.job_id, reason=request.reason)
+                )
+                continue
+            attempt = _attempt_of(plan, entry)
+            actions.append(
+                CancelByName(
+                    plan_id=plan.id,
+                    name=job_name(plan, entry.index, attempt),
+                    segment_index=entry.index,
+                    attempt=attempt,
+                    reason=request.reason,
+                )
+            )
         actions.append(
             Conclude(
                 plan_id=plan.id,
@@ -901,6 +932,8 @@ class Scheduler(Agent[SchedulerObservation]):
                 emits.extend(await self._revise(action))
             elif isinstance(action, CancelJob):
                 await self._cancel(action)
+            elif isinstance(action, CancelByName):
+                await self._cancel_by_name(action)
             elif isinstance(action, WatchJob):
                 self._watch(await self.kb.get_plan(action.plan_id), action.job_id)
             elif isinstance(action, Emit):
@@ -1211,6 +1244,43 @@ class Scheduler(Agent[SchedulerObservation]):
             return
         log.info("plan %s: cancelled job %s: %s", plan.id, action.job_id, action.reason)
 
+    async def _cancel_by_name(self, action: CancelByName) -> None:
+        plan = await self.kb.get_plan(action.plan_id)
+        executor = self._executor(plan)
+        if executor is None:
+            return
+        found = await executor.find_by_name(action.name)
+        if found is None:
+            log.info(
+                "plan %s: segment %d attempt %d never reached the batch system (no job %s)",
+                plan.id,
+                action.segment_index,
+                action.attempt,
+                action.name,
+            )
+            return
+        with contextlib.suppress(JobNotFound):  # gone since: nothing left to cancel
+            await executor.cancel(found)
+        log.info(
+            "plan %s: cancelled job %s (found by its name %s): %s",
+            plan.id,
+            found,
+            action.name,
+            action.reason,
+        )
+
+        def keep_id(stored: Plan) -> Plan | None:
+            intent = _submission(stored, action.segment_index, action.attempt)
+            if intent is None or intent.job_id is not None:
+                return None
+            segments = [
+                s.model_copy(update={"job_id": found}) if s is intent else s
+                for s in stored.segments
+            ]
+            return stored.model_copy(update={"segments": segments})
+
+        await update_plan(self.kb, plan.id, keep_id)
+
     # -- recovery and monitors ---------------------------------------------------------------
 
     async def recover(self) -> list[str]:
@@ -1292,6 +1362,12 @@ def _submission(plan: Plan, index: int, attempt: int) -> CascadeSegment | None:
             if count == attempt:
                 return entry
     return None
+
+
+def _attempt_of(plan: Plan, entry: CascadeSegment) -> int:
+    """Which submission of its segment ``entry`` is (1-based), as job names count them."""
+    same = [s for s in submitted(plan) if s.index == entry.index]
+    return next(i for i, s in enumerate(same, start=1) if s is entry)
 
 
 def _finished(plan: Plan, purpose: Purpose) -> Emit:

@@ -474,6 +474,66 @@ async def test_a_segment_that_checkpointed_as_the_plan_was_cancelled_is_not_cont
     assert [d.action for d in await center.recorder.of(ScheduleDecision)] == ["submit", "cancel"]
 
 
+async def test_cancelling_a_submission_under_way_cancels_the_job_slurm_took_under_its_name(
+    center: MiniCenter,
+) -> None:
+    """An intent with no job id (the Scheduler stopped between sbatch and recording the
+    id) whose job the batch system did take. Before, the cancel marked the intent
+    cancelled and the job ran on; now it is found by its unique name and cancelled."""
+    from tools.actuators.model import JobRequest
+
+    await start_scheduler(center, behaving(run_s=500))
+    plan = make_plan("plan-under-way", generic_spec(), partition="batch", walltime_s=540)
+    intent = CascadeSegment(index=0, walltime_s=540, state="submitting")
+    stored = await center.kb.put_plan(
+        plan.model_copy(
+            update={"status": PlanStatus.APPROVED, "segments": [*plan.segments, intent]}
+        )
+    )
+    job_id = await center.cluster.submit(
+        JobRequest(
+            name=job_name(stored, 0, 1),
+            partition="batch",
+            command="sleep 500",
+            memory_mb=100,
+            walltime_s=540,
+            simulated=SimulatedWork(run_s=500),
+        )
+    )
+
+    await center.publish(PlanCancelRequested(plan_id=plan.id, by="alice"), plan.id)
+    await center.settle()
+
+    final = await center.kb.get_plan(plan.id)
+    assert final.status is PlanStatus.CANCELLED
+    assert (await center.cluster.status(job_id)).state.value == "cancelled"
+    assert [(s.job_id, s.state) for s in final.segments if s.state] == [(job_id, "cancelled")]
+    [finished] = await center.recorder.of(PlanFinished)
+    assert finished.job_ids == [job_id]
+    assert list(center.cluster._jobs) == [job_id]  # nothing else was submitted
+
+
+async def test_cancelling_a_submission_that_never_reached_the_batch_system_just_ends_it(
+    center: MiniCenter,
+) -> None:
+    await start_scheduler(center, behaving(run_s=500))
+    plan = make_plan("plan-never-sent", generic_spec(), partition="batch", walltime_s=540)
+    intent = CascadeSegment(index=0, walltime_s=540, state="submitting")
+    await center.kb.put_plan(
+        plan.model_copy(
+            update={"status": PlanStatus.APPROVED, "segments": [*plan.segments, intent]}
+        )
+    )
+
+    await center.publish(PlanCancelRequested(plan_id=plan.id, by="alice"), plan.id)
+    await center.settle()
+
+    final = await center.kb.get_plan(plan.id)
+    assert final.status is PlanStatus.CANCELLED
+    assert [(s.job_id, s.state) for s in final.segments if s.state] == [(None, "cancelled")]
+    assert center.cluster._jobs == {}
+
+
 async def test_a_plan_cancelled_before_its_approval_arrives_never_runs(
     center: MiniCenter,
 ) -> None:
