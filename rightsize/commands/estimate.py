@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.table import Table
 
 from knowledge_base.catalog import Catalog
@@ -108,6 +109,48 @@ def _render(estimates: list[dict[str, object]]) -> None:
     )
 
 
+COMPACT_OVER_ROWS = 12  # more rows than this: the best option per system, unless --details
+
+
+def _render_compact(estimates: list[dict[str, object]]) -> None:
+    """The best option of each system (shortest p50 walltime among those that fit)."""
+    systems: dict[str, list[dict[str, object]]] = {}
+    for row in estimates:
+        systems.setdefault(str(row["hardware"]).split("/")[0], []).append(row)
+    table = Table(
+        title=f"Best option per system ({len(estimates)} estimates; --details for all)",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for column in ("system", "best option", "batch", "walltime p50", "peak memory", "fit"):
+        table.add_column(column, overflow="fold")
+    for name, rows in systems.items():
+        fitting = [r for r in rows if r["fits"]]
+
+        def walltime(row: dict[str, object]) -> float:
+            value = row["walltime_s"]
+            assert isinstance(value, dict)
+            return float(value["p50"])
+
+        best = min(fitting or rows, key=walltime)
+        memory = best["peak_memory_mb"]
+        assert isinstance(memory, dict)
+        table.add_row(
+            name,
+            str(best["hardware"]).split("/", 1)[-1],
+            str(best["batch_size"]),
+            f"{walltime(best) / 3600:.2f} h",
+            f"{memory['p50']:.0f} MB",
+            f"{len(fitting)} of {len(rows)}",
+        )
+    console.print(table)
+    console.print(
+        "[dim]fit: options whose memory fits the hardware; walltime = iterations x time + "
+        "120 s start-up; --json or --details for every option and batch size[/]",
+        highlight=False,
+    )
+
+
 def _short(estimator: str) -> str:
     """``dnn-hybrid-iteration_s-3fa2, dnn-blackbox-peak_memory_mb-3fa2`` -> kinds only."""
     kinds = []
@@ -132,6 +175,9 @@ def estimate_command(
     input_shape: str | None = typer.Option(None, "--input-shape", help="C,H,W of one sample"),
     num_classes: int | None = typer.Option(None, "--num-classes"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    details: bool = typer.Option(
+        False, "--details", help="Every option and batch size (default: best per system)"
+    ),
 ) -> None:
     """Estimate time per iteration, peak memory and walltime of your own model file."""
     settings = Settings()
@@ -199,7 +245,8 @@ def estimate_command(
     except RightsizeError as error:
         fail(error, as_json)
     rows = [e.model_dump(mode="json") for e in estimates]
-    emit({"estimates": rows}, as_json, lambda: _render(rows))
+    compact = len(rows) > COMPACT_OVER_ROWS and not details
+    emit({"estimates": rows}, as_json, lambda: (_render_compact if compact else _render)(rows))
 
 
 @profile_app.command("sweep")

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.table import Table
 
 from knowledge_base.catalog import Catalog
@@ -172,12 +173,20 @@ def _render(selection: Selection, top: int) -> None:
             highlight=False,
         )
         rows = _group(selection.ranked)
+        page = rows[:top]
         dollars = any(p.cost_usd is not None for p, _ in rows)
-        table = Table(title=f"best first, {min(top, len(rows))} of {len(rows)} distinct plans")
-        columns = ["#", "system/partition", "shape", "run", "walltime", "wait", "finish", "cost"]
-        for column in [*columns, *(["$"] if dollars else [])]:
+        # Without any known wait, finish = run: the two wait columns would only repeat it.
+        waits = any(p.expected_wait_s is not None for p, _ in page)
+        table = Table(
+            title=f"best first, {len(page)} of {len(rows)} distinct plans",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+        )
+        columns = ["#", "system/partition", "shape", "run", "walltime"]
+        columns += ["wait", "finish"] if waits else []
+        for column in [*columns, "cost", *(["$"] if dollars else [])]:
             table.add_column(column, overflow="fold")
-        for number, (p, also) in enumerate(rows[:top], start=1):
+        for number, (p, also) in enumerate(page, start=1):
             jobs = len(p.segment_walltimes_s)
             cells = [
                 str(number),
@@ -185,12 +194,23 @@ def _render(selection: Selection, top: int) -> None:
                 _shape(p),
                 _hours(p.expected_run_s),
                 _clock(p.option.walltime_s) + (f" x{jobs}" if jobs > 1 else ""),
-                _hours(p.expected_wait_s),
-                _hours(p.expected_finish_s),
-                _cost(p),
             ]
-            table.add_row(*cells, *([_usd(p)] if dollars else []))
+            if waits:
+                cells += [_hours(p.expected_wait_s), _hours(p.expected_finish_s)]
+            table.add_row(*cells, _cost(p), *([_usd(p)] if dollars else []))
         console.print(table)
+        if any(also for _, also in page):
+            console.print(
+                "[dim]+N: N more partitions give the same plan (same nodes, limits and "
+                "cost); --json lists each[/]",
+                highlight=False,
+            )
+        if not waits:
+            console.print(
+                "[dim]wait unknown (no queue snapshot): finish = run; --queue-snapshot or "
+                "--live-queue add it[/]",
+                highlight=False,
+            )
         for name, label in (
             ("fastest", "fastest run"),
             ("cheapest", "cheapest"),
