@@ -53,6 +53,7 @@ __all__ = [
     "submit_confirmed",
     "view",
     "wait_for",
+    "withdraw_draft",
 ]
 
 
@@ -346,6 +347,19 @@ async def _cancel_draft(kb: KnowledgeBase, plan: Plan, user: str, reason: str) -
         event_id=None,
         message="a draft: nothing had been submitted",
     )
+
+
+async def withdraw_draft(kb: KnowledgeBase, plan_id: str, reason: str) -> Plan:
+    """End a draft that will not be submitted (its submission was refused, or failed
+    before anything was sent): CANCELLED with ``reason``, so ``status`` does not show it
+    pending for ever. A plan the agents already have is left as it is (and returned)."""
+
+    def change(current: Plan) -> Plan | None:
+        if current.status is not PlanStatus.DRAFT:
+            return None
+        return current.model_copy(update={"status": PlanStatus.CANCELLED, "reason": reason})
+
+    return await update_plan(kb, plan_id, change)
 
 
 async def wait_for(

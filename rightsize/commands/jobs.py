@@ -192,7 +192,7 @@ def _chosen(selection: Any, option: str) -> Any:
 async def _submit(
     settings: Settings, path: Path, option: str, wait: bool, timeout_s: float
 ) -> dict[str, Any]:
-    from agents.ledger import submit_confirmed, wait_for
+    from agents.ledger import SubmissionRefused, submit_confirmed, wait_for, withdraw_draft
     from tools.planning.confirm import Confirmation
     from tools.planning.service import gather_estimators, plan_workload
 
@@ -205,14 +205,28 @@ async def _submit(
         plan_id = f"{spec.name[:40]}-{uuid.uuid4().hex[:12]}"
         draft = chosen.to_record(spec, plan_id, reason="planned by rightsize submit")
         await d.kb.put_plan(draft)
-        outcome = await submit_confirmed(
-            d.kb,
-            d.bus,
-            plan_id,
-            spec.user,
-            Confirmation(option_id=chosen.option_id),
-            rates=_rates(settings),
-        )
+        try:
+            outcome = await submit_confirmed(
+                d.kb,
+                d.bus,
+                plan_id,
+                spec.user,
+                Confirmation(option_id=chosen.option_id),
+                rates=_rates(settings),
+            )
+        except RightsizeError as error:
+            # This draft was made for this submission only: refused (or failed before
+            # anything was sent), it ends here rather than stay a draft for ever.
+            withdrawn = await withdraw_draft(d.kb, plan_id, f"not submitted: {error}")
+            if withdrawn.status is not PlanStatus.CANCELLED:
+                raise
+            if isinstance(error, SubmissionRefused):
+                raise SubmissionRefused(
+                    error.field,
+                    f"{str(error).removeprefix(error.field + ': ')} (plan {plan_id} is "
+                    "withdrawn: cancelled, nothing was submitted)",
+                ) from error
+            raise
         if d.embedded or wait:
             # Embedded, the agents live as long as this command: stay until the batch
             # system has the job (or, with --wait, until the plan is over).

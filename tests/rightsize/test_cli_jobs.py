@@ -98,6 +98,30 @@ def test_bad_input_names_the_option_or_the_plan(tmp_path: Path) -> None:
     assert run("status", "--json") == {"plans": []}  # nothing was stored on the way
 
 
+def test_a_refused_submission_withdraws_its_draft_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ledger's check refuses the option (here: told to, as it would if the catalog
+    changed between the plan and the submission; ``tests/agents/test_ledger.py`` has
+    the real refusals). Before, the draft ``submit`` had stored stayed a draft for ever
+    in ``status``; now it ends cancelled with the reason, and the error names it."""
+    import agents.ledger
+    from tools.planning.confirm import Refusal
+
+    def refuse(*args: object, **kwargs: object) -> Refusal:
+        return Refusal("option_id", "no longer fits: walltime exceeds batch's limit")
+
+    monkeypatch.setattr(agents.ledger, "confirm", refuse)
+
+    out = run("submit", workload(tmp_path, 5), "--json", code=2)
+
+    assert out["kind"] == "SubmissionRefused" and "no longer fits" in out["error"]
+    [plan] = run("status", "--json")["plans"]
+    assert plan["plan_id"] in out["error"] and "withdrawn" in out["error"]
+    assert plan["state"] == "cancelled" and plan["jobs"] == []
+    assert plan["reason"].startswith("not submitted: option_id: no longer fits")
+
+
 def test_the_view_says_segment_k_of_n_progress_and_elapsed_against_walltime() -> None:
     """What ``rightsize watch`` prints, from the ledger and the executor's answers."""
     from datetime import UTC, datetime, timedelta
