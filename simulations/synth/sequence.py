@@ -361,12 +361,14 @@ _PSEUDO_JOBS = 500.0
 class _MarginalFeedback:
     """Keeps a free-running sequence's token mix at the training trace's.
 
-    Trained on real histories, the network has never seen the ones it makes itself; left
-    alone, one user's burst of cancelled jobs ran on for 1,249 jobs and the busiest user
-    took 12% of a 54,000-job SDSC-SP2 trace (5% real). Each draw is reweighted by
-    ``training share / share so far`` of every token (the shares so far start from
-    ``_PSEUDO_JOBS`` jobs at the training mix), so a token drawn too often becomes less
-    likely and one drawn too rarely more, while the network decides the order.
+    Trained on real histories, the network has never seen the ones it makes itself. In
+    development, left alone, one user's burst of cancelled jobs ran on for 1,249 jobs and
+    the busiest user took 12% of a 54,000-job SDSC-SP2 trace (5% real); that version also
+    had a sampling bug, fixed since, and was not re-measured without the feedback. Each
+    draw is reweighted by ``training share / share so far`` of every token (the shares so
+    far start from ``_PSEUDO_JOBS`` jobs at the training mix), so a token drawn too often
+    becomes less likely and one drawn too rarely more, while the network decides the
+    order.
     """
 
     def __init__(self, shares: dict[str, np.ndarray]) -> None:
