@@ -30,7 +30,8 @@ class Settings(BaseSettings):
 
     executor: Literal["auto", "slurm", "tapis", "simulated"] = Field(
         default="auto",
-        description="Where jobs run; auto: the local SLURM if one answers, else simulated",
+        description="Where jobs run; auto: the local SLURM if one answers, else simulated "
+        "(a WARNING says so); a center on Kafka must name it (auto is an error there)",
     )
     simulated_nodes: int = Field(default=4, ge=1)
     simulated_cores_per_node: int = Field(default=48, ge=1)
