@@ -103,6 +103,7 @@ def private_slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateS
         "RIGHTSIZE_SLURM_DIR": str(state_dir),
         "RIGHTSIZE_SLURMCTLD_PORT": str(_free_port()),
         "RIGHTSIZE_SLURMD_PORT": str(_free_port()),
+        "RIGHTSIZE_SLURM_ACCOUNTING": "0",  # the controller is what fails here
     }
     script = REPO / "scripts" / "slurm"
     started = subprocess.run(
@@ -190,3 +191,22 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")  # a zombie is gone
+
+
+@pytest.mark.slurm
+async def test_job_states_asked_while_slurmctld_is_down_are_a_transient_error_not_no_jobs(
+    private_slurm: PrivateSlurm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SLURM 22.05's squeue --json exits 0 with an empty job list (and an "errors" entry)
+    when the controller does not answer; read as "no jobs", every watched job looked gone
+    and the monitor forgot it (the soak lost a plan so)."""
+    monkeypatch.setenv("SLURM_CONF", str(private_slurm.conf))
+    executor = SlurmExecutor(system=TEST_SYSTEM)
+    private_slurm.stop_controller()
+    try:
+        with pytest.raises(SubmissionFailed, match="squeue --json reported errors") as raised:
+            await executor.statuses(["1"])
+        assert is_transient(raised.value)
+    finally:
+        private_slurm.start_controller()
+    assert await executor.statuses(["999999"]) == {}  # answered: really no such job
