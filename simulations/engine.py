@@ -414,6 +414,8 @@ def _simulate(
             continue
         # Shortest (estimated) first, or smallest area first: try the candidates that
         # fit now in that order; the head keeps its place and its reservation.
+        if free == 0:
+            continue
         count = 0
         for k in range(1, len(queue)):
             if procs[queue[k]] <= free:
@@ -430,7 +432,8 @@ def _simulate(
                 keys[count] = est[j] if order_kind == SHORTEST else est[j] * procs[j]
                 count += 1
         chosen = np.zeros(count, dtype=np.bool_)
-        for m in np.argsort(keys, kind="mergesort"):
+        ranked = np.zeros(1, dtype=np.int64) if count == 1 else np.argsort(keys, kind="mergesort")
+        for m in ranked:
             if free == 0:
                 break
             j = queue[picked[m]]
