@@ -1,0 +1,110 @@
+"""Step time on a GPU from the shipped per-operator model: ordering, optimizer, all-reduce."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from knowledge_base.catalog import Catalog
+from knowledge_base.errors import InvalidInputError
+from tools.estimators.gpu.answer import gpu_option_estimates, gpu_targets
+from tools.estimators.gpu.estimator import load_step_model
+from tools.estimators.gpu.ops import GpuKernels, kernels_of
+from tools.estimators.gpu.specs import GpuSpec
+from tools.estimators.gpu.trace import trace_training_step
+from tools.profiling.zoo.registry import TrainingTask
+
+P100 = GpuSpec.of(
+    Device="P100",
+    Num_Sm=56,
+    Core_Per_SM=64,
+    Freq=1380,
+    SingleFLOPs=9519,
+    Mem_Bw=732,
+    L2Cache=4,
+    Dev_Mem=16,
+)
+A100 = GpuSpec.of(
+    Device="A100",
+    Num_Sm=108,
+    Core_Per_SM=64,
+    Freq=1410,
+    SingleFLOPs=19492,
+    Mem_Bw=1555,
+    L2Cache=40,
+    Dev_Mem=40,
+)
+
+
+def _mlp_task(batch: int) -> TrainingTask:
+    with torch.device("meta"):
+        model = nn.Sequential(
+            nn.Linear(1024, 4096),
+            nn.GELU(),
+            nn.Linear(4096, 1024),
+            nn.LayerNorm(1024),
+            nn.Linear(1024, 10),
+        )
+    x = torch.empty(batch, 1024, device="meta")
+    return TrainingTask(model, (x,), torch.empty(batch, dtype=torch.long, device="meta"))
+
+
+@pytest.fixture(scope="module")
+def kernels() -> GpuKernels:
+    return kernels_of(trace_training_step(_mlp_task(256)))
+
+
+def test_interval_is_ordered_and_a_faster_gpu_is_faster(kernels: GpuKernels) -> None:
+    model = load_step_model()
+    slow = model.estimate(kernels, P100, parameters=8_000_000)
+    fast = model.estimate(kernels, A100, parameters=8_000_000)
+    for est in (slow, fast):
+        q = est.step_s
+        assert 0 < q.p10 <= q.p50 <= q.p90
+        assert est.forward_backward_s.p50 < est.step_s.p50  # the optimizer step adds time
+    assert fast.step_s.p50 < slow.step_s.p50
+    assert slow.estimator.startswith("gpu-opcost-") and slow.validation_mape is not None
+
+
+def test_adam_costs_more_than_sgd_and_several_gpus_add_an_all_reduce(
+    kernels: GpuKernels,
+) -> None:
+    model = load_step_model()
+    sgd = model.estimate(kernels, P100, parameters=8_000_000, optimizer="sgd")
+    adam = model.estimate(kernels, P100, parameters=8_000_000, optimizer="adam")
+    four = model.estimate(kernels, P100, parameters=8_000_000, gpus=4, link_gbs=10.0)
+    assert adam.optimizer_s > sgd.optimizer_s > 0
+    assert four.allreduce_s == pytest.approx(2 * 3 / 4 * 4 * 8e6 / 10e9)
+    with pytest.raises(InvalidInputError, match="optimizer"):
+        model.estimate(kernels, P100, parameters=1, optimizer="lion")
+
+
+def test_unknown_gpu_name_lists_the_known_ones() -> None:
+    catalog = Catalog.model_validate_json(
+        (Path(__file__).resolve().parents[4] / "knowledge_base/seed/catalog.json").read_text()
+    )
+    with pytest.raises(InvalidInputError, match="NVIDIA A100 80GB") as info:
+        gpu_targets(["Voodoo 5"], [], catalog)
+    assert "--gpu" in str(info.value) and "Voodoo 5" in str(info.value)
+    (spec,) = gpu_targets(["nvidia a100 80gb"], [], catalog)
+    assert spec.sms == 108
+
+
+def test_option_estimates_carry_forward_backward_and_walltime() -> None:
+    summary = {
+        "parameter_bytes": 4.0 * 8e6,
+        "batch_bytes": 1e6,
+        "saved_activation_bytes": 1e7,
+        "peak_live_bytes": 1e7,
+        "buffer_bytes": 0.0,
+        "parameters": 8e6,
+    }
+    (row,) = gpu_option_estimates(
+        _mlp_task, {64: summary}, [P100], epochs=2, samples=640, optimizer="sgd"
+    )
+    assert row.forward_backward_s.p50 < row.iteration_time_s.p50
+    assert row.iterations == 20
+    assert row.walltime_s.p50 == pytest.approx(20 * row.iteration_time_s.p50 + 120.0)

@@ -1,0 +1,88 @@
+"""A traced training step as GPU kernels: classes, shapes, phases; Hugging Face models trace."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from knowledge_base.errors import InvalidInputError
+from tools.estimators.gpu.ops import kernels_of
+from tools.estimators.gpu.trace import trace_training_step
+from tools.profiling.zoo.registry import TrainingTask
+
+
+class Tiny(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = nn.LayerNorm(8 * 8 * 8)
+        self.fc = nn.Linear(8 * 8 * 8, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.conv(x)).flatten(1)
+        return torch.softmax(self.fc(self.norm(h)), dim=-1)
+
+
+def _task(batch: int = 4) -> TrainingTask:
+    with torch.device("meta"):
+        model = Tiny()
+    x = torch.empty(batch, 3, 8, 8, device="meta")
+    y = torch.empty(batch, dtype=torch.long, device="meta")
+    return TrainingTask(model, (x,), y)
+
+
+def test_training_step_has_each_class_with_its_shapes_and_a_backward() -> None:
+    kernels = kernels_of(trace_training_step(_task(4)))
+    linear = kernels.columns("linear")
+    # forward addmm [4, 512] x [512, 10] and the two backward products
+    assert (4, 10, 512) in zip(linear["M"], linear["N"], linear["K"], strict=True)
+    assert len(linear["M"]) == 3
+    conv = kernels.columns("conv")
+    assert conv["Cin"][0] == 3 and conv["Cout"][0] == 8 and conv["Input"][0] == 8
+    # the convolution's backward computes the weight gradient only (the input needs none)
+    assert kernels.factor["conv"] == [1.0, 1.0] and kernels.backward["conv"] == [False, True]
+    assert kernels.columns("ln")["H"][0] == 512
+    assert len(kernels.factor["softmax"]) >= 2 and any(kernels.backward["elementwise"])
+
+
+def test_forward_only_has_no_backward_kernels() -> None:
+    kernels = kernels_of(trace_training_step(_task(4), backward=False))
+    assert not any(flag for flags in kernels.backward.values() for flag in flags)
+    assert len(kernels.factor["linear"]) == 1
+
+
+def test_hugging_face_model_from_a_config_traces_without_memory() -> None:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        vocab_size=500,
+    )
+    with torch.device("meta"):
+        model = transformers.BertForMaskedLM(config)
+    ids = torch.empty(2, 16, dtype=torch.long, device="meta")
+
+    def loss(output: object, targets: torch.Tensor) -> torch.Tensor:
+        logits = output.logits  # type: ignore[attr-defined]
+        return nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+    kernels = kernels_of(trace_training_step(TrainingTask(model, (ids,), ids, criterion=loss)))
+    assert len(kernels.factor["bmm"]) >= 2 * 2  # two attention products per layer
+    assert len(kernels.factor["ln"]) > 0 and kernels.operators["embedding"] >= 1
+
+
+def test_model_that_does_not_trace_is_an_error_naming_it() -> None:
+    class Broken(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("boom")
+
+    task = TrainingTask(
+        Broken(),
+        (torch.empty(2, 3, device="meta"),),
+        torch.empty(2, dtype=torch.long, device="meta"),
+    )
+    with pytest.raises(InvalidInputError, match="Broken"):
+        trace_training_step(task)

@@ -1,0 +1,192 @@
+"""Training-step time on a GPU from its specs: the sum of per-operator predictions.
+
+    forward_backward_s = sum over the step's kernels of OpCost(kernel, GPU specs)
+    step_s = forward_backward_s + optimizer update + gradient all-reduce (several GPUs)
+
+The optimizer update is element-wise over the parameters (SGD with momentum moves 5
+floats a parameter, Adam 7), priced by the element-wise model. The all-reduce of a ring
+over ``gpus`` moves ``2 (n-1)/n`` of the gradient bytes over the link (an assumed
+bandwidth, ``link_gbs``). p10/p50/p90 are the point times the log residuals of the
+end-to-end leave-one-GPU-out validation (each GPU predicted by a model that never saw
+it), stored with the model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from knowledge_base.errors import InvalidInputError
+from tools.estimators.gpu.features import OP_CLASSES
+from tools.estimators.gpu.opcost import ClassModel, spec_columns
+from tools.estimators.gpu.ops import GpuKernels
+from tools.estimators.gpu.specs import GpuSpec
+
+__all__ = [
+    "DEFAULT_MODEL_PATH",
+    "GpuStepEstimate",
+    "GpuStepModel",
+    "Quantiles",
+    "load_step_model",
+]
+
+DEFAULT_MODEL_PATH = Path(__file__).resolve().parents[3] / "data" / "gpu_models" / "opcost.json"
+_OPTIMIZER_FLOATS = {"sgd": 5.0, "adam": 7.0}
+DEFAULT_LINK_GBS = 10.0  # PCIe 3.0 x16, effective (tools.planning.hardware's assumption)
+
+
+class Quantiles(BaseModel):
+    p10: float = Field(ge=0)
+    p50: float = Field(ge=0)
+    p90: float = Field(ge=0)
+
+    def scaled(self, factor: float) -> Quantiles:
+        return Quantiles(p10=self.p10 * factor, p50=self.p50 * factor, p90=self.p90 * factor)
+
+
+class GpuStepEstimate(BaseModel):
+    """One training step of one model on one GPU."""
+
+    gpu: str
+    estimator: str
+    forward_backward_s: Quantiles
+    step_s: Quantiles
+    optimizer_s: float
+    allreduce_s: float
+    kernels: int
+    by_class_s: dict[str, float]
+    validation_mape: float | None = None
+
+
+@dataclass(slots=True)
+class GpuStepModel:
+    """The fitted per-class models, the interval calibration, and their provenance."""
+
+    classes: dict[str, ClassModel]
+    log_residual_quantiles: dict[str, float] = field(
+        default_factory=lambda: {"p10": -0.3, "p50": 0.0, "p90": 0.3}
+    )
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def estimator_id(self) -> str:
+        return f"gpu-opcost-{self.meta.get('version', 'dev')}"
+
+    def kernel_times_ms(self, kernels: GpuKernels, spec: GpuSpec) -> dict[str, np.ndarray]:
+        out = {}
+        for op_class in OP_CLASSES:
+            factor = np.array(kernels.factor[op_class], dtype=np.float64)
+            if not len(factor):
+                out[op_class] = factor
+                continue
+            dims = kernels.columns(op_class)
+            times = self.classes[op_class].predict_ms(dims, spec_columns(spec, len(factor)))
+            out[op_class] = times * factor
+        return out
+
+    def forward_backward_s(
+        self, kernels: GpuKernels, spec: GpuSpec
+    ) -> tuple[float, dict[str, float]]:
+        times = self.kernel_times_ms(kernels, spec)
+        by_class = {c: float(t.sum()) / 1e3 for c, t in times.items()}
+        return sum(by_class.values()), by_class
+
+    def estimate(
+        self,
+        kernels: GpuKernels,
+        spec: GpuSpec,
+        *,
+        parameters: int,
+        optimizer: str = "sgd",
+        gpus: int = 1,
+        link_gbs: float = DEFAULT_LINK_GBS,
+    ) -> GpuStepEstimate:
+        if optimizer not in _OPTIMIZER_FLOATS:
+            raise InvalidInputError("must be sgd or adam", field="optimizer", value=optimizer)
+        if gpus < 1:
+            raise InvalidInputError("must be at least 1", field="gpus", value=gpus)
+        if link_gbs <= 0:
+            raise InvalidInputError("must be positive", field="link_gbs", value=link_gbs)
+        point_s, by_class = self.forward_backward_s(kernels, spec)
+        update = GpuKernels()
+        if parameters > 0:
+            # One pass of a two-input element-wise kernel moves 3 floats an element.
+            update.add(
+                "elementwise",
+                False,
+                _OPTIMIZER_FLOATS[optimizer] / 3.0,
+                N=float(parameters),
+                Inputs=2.0,
+                Heavy=0.0,
+            )
+        optimizer_s, _ = self.forward_backward_s(update, spec) if parameters > 0 else (0.0, {})
+        allreduce_s = 0.0
+        if gpus > 1:
+            allreduce_s = 2.0 * (gpus - 1) / gpus * 4.0 * parameters / (link_gbs * 1e9)
+        q = self.log_residual_quantiles
+        fb = Quantiles(
+            p10=point_s * math.exp(q["p10"]),
+            p50=point_s * math.exp(q["p50"]),
+            p90=point_s * math.exp(q["p90"]),
+        )
+        extra = optimizer_s + allreduce_s
+        step = Quantiles(p10=fb.p10 + extra, p50=fb.p50 + extra, p90=fb.p90 + extra)
+        mape = self.meta.get("validation", {}).get("e2e_mape")
+        return GpuStepEstimate(
+            gpu=spec.name,
+            estimator=self.estimator_id,
+            forward_backward_s=fb,
+            step_s=step,
+            optimizer_s=optimizer_s,
+            allreduce_s=allreduce_s,
+            kernels=kernels.count,
+            by_class_s=by_class,
+            validation_mape=float(mape) if mape is not None else None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "meta": self.meta,
+            "log_residual_quantiles": self.log_residual_quantiles,
+            "classes": {c: m.to_json() for c, m in self.classes.items()},
+        }
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True), encoding="utf-8")
+        tmp.replace(path)
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> GpuStepModel:
+        return cls(
+            {c: ClassModel.from_json(m) for c, m in document["classes"].items()},
+            {k: float(v) for k, v in document["log_residual_quantiles"].items()},
+            dict(document.get("meta", {})),
+        )
+
+
+_CACHE: dict[Path, GpuStepModel] = {}
+
+
+def load_step_model(path: Path | None = None) -> GpuStepModel:
+    """The shipped model (``data/gpu_models/opcost.json``), loaded once per process."""
+    path = path or DEFAULT_MODEL_PATH
+    if path not in _CACHE:
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InvalidInputError(
+                f"cannot read the GPU cost model ({exc}); retrain: "
+                "python -m tools.estimators.gpu.train",
+                field="model",
+                value=str(path),
+            ) from exc
+        _CACHE[path] = GpuStepModel.from_json(document)
+    return _CACHE[path]

@@ -1,0 +1,152 @@
+"""The per-operator GPU cost model: roofline x learned efficiency, per operator class.
+
+For a kernel of class c with roofline time ``r`` on a GPU with specs s:
+
+    log(latency / r) = f_c(shape features) + u_c(s)
+
+``f_c`` (gradient-boosted trees, XGBoost) learns how far from the roofline a kernel of a
+given shape runs: waves of tiles over the SMs and the last wave's fill, intensity over
+the ridge point, working set over L2, short-kernel overheads. ``u_c`` is the GPU's own
+efficiency level for that class, fitted per training GPU and, for a GPU never seen, read
+off a straight line in log(peak FP32) through the training GPUs' levels, clipped to the
+range they span (the small boards, P4 and T4, are power-limited and sustain far below
+their boost-clock peak; V100 and A100 reach 80-86% of it on large GEMMs), so a GPU faster
+than any seen is never predicted nearer its roofline than the best one seen. Trees never
+see the level, so they never memorise a GPU: the only spec dependence a new GPU gets is
+through its roofline, its wave count and that one line, which is what lets the model
+answer for GPUs faster than any it saw.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tools.estimators.gpu.features import class_features
+from tools.estimators.gpu.kernels import KernelRows
+from tools.estimators.gpu.specs import GpuSpec
+
+__all__ = ["ClassModel", "fit_class", "spec_columns"]
+
+Array = NDArray[np.float64]
+
+# Spec-dependent features the trees must not see (they would identify the GPU).
+_LEVEL_FEATURES = {"log_ridge", "log_gflops_per_sm"}
+TREE_PARAMS: dict[str, Any] = {
+    "max_depth": 6,
+    "eta": 0.1,
+    "subsample": 0.8,
+    "colsample_bytree": 0.9,
+    "tree_method": "hist",
+    "nthread": 1,  # two shared cores: spinning OpenMP threads only slow it down
+    "seed": 0,
+}
+TREES = 60
+MAX_ROWS = 6000
+
+
+def spec_columns(spec: GpuSpec, count: int) -> dict[str, Array]:
+    """One GPU's spec repeated for ``count`` kernels (the features' spec columns)."""
+    return {
+        "sms": np.full(count, float(spec.sms)),
+        "fp32_gflops": np.full(count, spec.fp32_gflops),
+        "bandwidth_gbs": np.full(count, spec.bandwidth_gbs),
+        "l2_mb": np.full(count, spec.l2_mb),
+    }
+
+
+def _tree_columns(op_class: str, features: Array) -> Array:
+    from tools.estimators.gpu.features import FEATURE_NAMES
+
+    keep = [i for i, name in enumerate(FEATURE_NAMES[op_class]) if name not in _LEVEL_FEATURES]
+    return features[:, keep]
+
+
+@dataclass(slots=True)
+class ClassModel:
+    """One operator class: the shape trees and the line that gives a GPU's level."""
+
+    op_class: str
+    booster: Any  # xgboost.Booster (imported lazily: the CLI must start fast)
+    level_intercept: float
+    level_slope: float
+    levels: dict[str, float]
+
+    def level(self, spec_gflops: Array, spec_gbs: Array) -> Array:
+        line = self.level_intercept + self.level_slope * np.log2(spec_gflops)
+        known = list(self.levels.values())
+        return np.clip(line, min(known), max(known))
+
+    def predict_ms(self, dims: dict[str, Array], spec: dict[str, Array]) -> Array:
+        import xgboost as xgb
+
+        roofline_ms, features = class_features(self.op_class, dims, spec)
+        shape = self.booster.predict(xgb.DMatrix(_tree_columns(self.op_class, features)))
+        level = self.level(spec["fp32_gflops"], spec["bandwidth_gbs"])
+        return np.asarray(roofline_ms * np.exp(shape + level), dtype=np.float64)
+
+    def to_json(self) -> dict[str, Any]:
+        raw = bytes(self.booster.save_raw("ubj"))
+        return {
+            "op_class": self.op_class,
+            "booster_ubj_b64": base64.b64encode(raw).decode("ascii"),
+            "level_intercept": self.level_intercept,
+            "level_slope": self.level_slope,
+            "levels": self.levels,
+        }
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> ClassModel:
+        import xgboost as xgb
+
+        booster = xgb.Booster(params={"nthread": 1})
+        booster.load_model(bytearray(base64.b64decode(document["booster_ubj_b64"])))
+        return cls(
+            document["op_class"],
+            booster,
+            float(document["level_intercept"]),
+            float(document["level_slope"]),
+            {k: float(v) for k, v in document["levels"].items()},
+        )
+
+
+def fit_class(rows: KernelRows, seed: int = 0) -> ClassModel:
+    """Fit the per-GPU levels, then the shape trees on what the levels leave."""
+    import xgboost as xgb
+
+    rng = np.random.default_rng(seed)
+    index = np.arange(len(rows))
+    if len(index) > MAX_ROWS:
+        index = np.sort(rng.choice(index, MAX_ROWS, replace=False))
+    part = rows.subset(np.isin(np.arange(len(rows)), index))
+    roofline_ms, features = class_features(part.op_class, part.dims, part.spec)
+    target = np.log(part.latency_ms / roofline_ms)
+    # Long kernels carry a step's time: weigh them more than launch-bound ones.
+    weight = np.sqrt(part.latency_ms)
+    tree_x = _tree_columns(part.op_class, features)
+    gpus = sorted(set(part.gpu.tolist()))
+    # Levels first, from each GPU's mean log distance to its roofline over the same shape
+    # grid (NeuSight timed one grid on every GPU); then the trees learn only what is left,
+    # the shape effects. Refitting the levels after the trees would let the trees, which
+    # see roofline-relative features, take the GPU differences over.
+    level = np.zeros(len(part))
+    for gpu in gpus:
+        mask = part.gpu == gpu
+        level[mask] = float(np.sum(weight[mask] * target[mask]) / np.sum(weight[mask]))
+    booster = xgb.train(TREE_PARAMS, xgb.DMatrix(tree_x, target - level, weight=weight), TREES)
+    assert booster is not None
+    levels = {gpu: float(level[part.gpu == gpu][0]) for gpu in gpus}
+    peak = {gpu: float(np.log2(part.spec["fp32_gflops"][part.gpu == gpu][0])) for gpu in gpus}
+    x = np.array([peak[g] for g in gpus])
+    y = np.array([levels[g] for g in gpus])
+    if len(gpus) >= 3 and np.ptp(x) > 0:
+        slope, intercept = np.polyfit(x, y, 1)
+        slope = min(float(slope), 0.0)  # a bigger board never runs further from its peak
+        intercept = float(np.mean(y - slope * x))
+    else:
+        slope, intercept = 0.0, float(np.mean(y))
+    return ClassModel(part.op_class, booster, float(intercept), float(slope), levels)
