@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from rightsize.cli import app
+from simulations.report import SCHEDULE_COLUMNS
 
 runner = CliRunner()
 
@@ -76,3 +78,93 @@ def test_unknown_policy_and_headerless_trace_are_clear_errors(tmp_path: Path) ->
     sized = runner.invoke(app, ["simulate", "--trace", str(trace), "--procs", "8", "--json"])
     assert sized.exit_code == 0
     assert json.loads(sized.stdout)["jobs"] == 1
+
+
+def _trace_head(shared_data: Path, out: Path, jobs: int) -> Path:
+    """The first ``jobs`` jobs of KTH-SP2 with its header: a real trace, quick to replay."""
+    source = shared_data / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz"
+    kept = 0
+    with gzip.open(source, "rt") as reader, gzip.open(out, "wt") as writer:
+        for line in reader:
+            if not line.startswith(";"):
+                kept += 1
+                if kept > jobs:
+                    break
+            writer.write(line)
+    return out
+
+
+def test_schedule_out_never_ends_a_job_before_its_run_or_request_would(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """Every policy, rightsize included: each job runs min(run, request), killed at its
+    request and only there, after its submission; the file holds every replayed job."""
+    trace = _trace_head(shared_data, tmp_path / "kth-head.swf.gz", 3000)
+    out = tmp_path / "schedule.csv"
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(trace),
+            "--policy",
+            "easy",
+            "--policy",
+            "rightsize",
+            "--estimate",
+            "user",
+            "--estimate",
+            "exact",
+            "--backfill-order",
+            "fcfs",
+            "--backfill-order",
+            "sjbf",
+            "--schedule-out",
+            str(out),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.stdout)["runs"]
+    assert [(r["policy"], r["estimate"], r["order"]) for r in runs] == [
+        ("easy", "user", "fcfs"),
+        ("easy", "user", "sjbf"),
+        ("easy", "exact", "fcfs"),
+        ("easy", "exact", "sjbf"),
+        ("rightsize", "model", "sjbf"),
+    ]
+    assert [r["oracle"] for r in runs] == [False, False, True, True, False]
+    files = sorted(tmp_path.glob("schedule.*.csv"))
+    assert len(files) == 5
+    for path in files:
+        with path.open(newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        assert tuple(rows[0]) == SCHEDULE_COLUMNS
+        assert len(rows) == runs[0]["jobs"]
+        for row in rows:
+            start, end = int(row["start_s"]), int(row["end_s"])
+            run, request = int(row["run_s"]), int(row["requested_s"])
+            assert start >= int(row["submit_s"]), (path.name, row)
+            assert end - start == min(run, request), (path.name, row)
+            assert row["killed"] == ("1" if run > request else "0"), (path.name, row)
+
+
+def test_schedule_out_and_order_errors_are_clear_and_write_nothing(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    trace = _trace_head(shared_data, tmp_path / "kth-head.swf.gz", 200)
+    missing = runner.invoke(
+        app,
+        ["simulate", "--trace", str(trace), "--schedule-out", str(tmp_path / "no" / "s.csv")],
+    )
+    assert missing.exit_code == 2
+    assert "--schedule-out" in missing.stderr and "does not exist" in missing.stderr
+    folder = runner.invoke(
+        app, ["simulate", "--trace", str(trace), "--schedule-out", str(tmp_path)]
+    )
+    assert folder.exit_code == 2
+    assert "is a directory" in folder.stderr
+    order = runner.invoke(app, ["simulate", "--trace", str(trace), "--backfill-order", "ljf"])
+    assert order.exit_code == 2
+    assert "--backfill-order: 'ljf' is not one of fcfs, sjbf, saf" in order.stderr
+    assert not list(tmp_path.glob("*.csv"))
