@@ -244,14 +244,14 @@ class Soak:
 def workload(i: int, rng: random.Random) -> tuple[str, GenericJob]:
     """A job of the mix: most run a few seconds; some are killed by OOM or by time."""
     kind = rng.choices(["ok", "oom", "timeout"], weights=[70, 15, 15])[0]
-    if kind == "oom":  # holds ~700 MB for 8 s under a 512 MB request
+    if kind == "oom":  # holds ~1.5 GB for 12 s; the planner asks for about 1 GB
         command = (
-            f'{sys.executable} -c "import time; b = bytearray(700 * 2**20); '
-            '[b.__setitem__(i, 1) for i in range(0, len(b), 4096)]; time.sleep(8)"'
+            f'{sys.executable} -c "import time; b = bytearray(1500 * 2**20); '
+            '[b.__setitem__(i, 1) for i in range(0, len(b), 4096)]; time.sleep(12)"'
         )
         return kind, GenericJob(application=command, cores=1, memory_mb=512, walltime_s=60)
-    if kind == "timeout":  # asks for 60 s, runs 75 s
-        return kind, GenericJob(application="sleep 75", cores=1, memory_mb=200, walltime_s=60)
+    if kind == "timeout":  # guesses 60 s, runs 150 s: past the walltime the guess buys
+        return kind, GenericJob(application="sleep 150", cores=1, memory_mb=200, walltime_s=60)
     seconds = rng.choice([2, 5, 10, 20, 45])
     return kind, GenericJob(
         application=f"sleep {seconds}", cores=1, memory_mb=200, walltime_s=max(30, 2 * seconds)
