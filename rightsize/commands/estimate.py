@@ -3,6 +3,7 @@
     rightsize estimate --model-file FILE.py --model-class NAME --batch-size 32 [64 ...]
                        [--epochs 50] [--samples 20000] [--optimizer sgd|adam]
                        [--hardware local|all|SYSTEM[/PARTITION] ...] [--threads N]
+                       [--gpu NAME ...] [--gpu-spec FILE.json ...]
                        [--input-shape C,H,W --num-classes K] [--json]
     rightsize profile sweep --out FILE.jsonl [--count N] [--seed S] [--threads 1 2] ...
     rightsize profile train [--dataset FILE.jsonl] [--out FOLDER]
@@ -18,7 +19,9 @@ import asyncio
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich import box
@@ -169,7 +172,13 @@ def estimate_command(
     samples: int = typer.Option(20000, "--samples", help="Training samples per epoch"),
     optimizer: str = typer.Option("sgd", "--optimizer", help="sgd or adam"),
     hardware: list[str] = typer.Option(
-        ["local"], "--hardware", help="local, all, SYSTEM or SYSTEM/PARTITION (repeatable)"
+        [], "--hardware", help="local (default), all, SYSTEM or SYSTEM/PARTITION (repeatable)"
+    ),
+    gpu: list[str] = typer.Option(
+        [], "--gpu", help="A GPU model of the catalog's hardware table (repeatable)"
+    ),
+    gpu_spec: list[Path] = typer.Option(
+        [], "--gpu-spec", help="A GPU's specs in NeuSight's device-config keys (repeatable)"
     ),
     threads: int | None = typer.Option(None, "--threads", help="CPU threads (local)"),
     input_shape: str | None = typer.Option(None, "--input-shape", help="C,H,W of one sample"),
@@ -205,8 +214,10 @@ def estimate_command(
         )
         # Everything about the input is checked before anything is trained or registered.
         graphs = {size: graph_data(user.graph(size)) for size in sizes}
-        needs_catalog = any(h != "local" for h in hardware)
+        hardware = hardware or ([] if gpu or gpu_spec else ["local"])
+        needs_catalog = bool(gpu) or any(h != "local" for h in hardware)
         catalog = asyncio.run(_catalog(settings)) if needs_catalog else None
+        gpu_rows = _gpu_rows(user, graphs, gpu, gpu_spec, catalog, epochs, samples, optimizer)
         options = hardware_options(hardware, catalog, threads)
         if any(o.local for o in options):
             for size in sizes:
@@ -227,26 +238,58 @@ def estimate_command(
                         field="--model-class",
                         value=model_class,
                     )
-        bundle, folder = load_bundle(settings.home)
-        ids = asyncio.run(_register(settings, bundle, folder))
-        chosen = {
-            target: next((i for i in ids if f"-{kind}-{target}-" in i), kind)
-            for target, kind in bundle.meta.selected.items()
-        }
-        estimates = estimate(
-            graphs,
-            epochs=epochs,
-            samples=samples,
-            optimizer=optimizer,
-            options=options,
-            bundle=bundle,
-            bundle_ids=chosen,
-        )
+        estimates = []
+        if options:
+            bundle, folder = load_bundle(settings.home)
+            ids = asyncio.run(_register(settings, bundle, folder))
+            chosen = {
+                target: next((i for i in ids if f"-{kind}-{target}-" in i), kind)
+                for target, kind in bundle.meta.selected.items()
+            }
+            estimates = estimate(
+                graphs,
+                epochs=epochs,
+                samples=samples,
+                optimizer=optimizer,
+                options=options,
+                bundle=bundle,
+                bundle_ids=chosen,
+            )
     except RightsizeError as error:
         fail(error, as_json)
-    rows = [e.model_dump(mode="json") for e in estimates]
+    rows = [e.model_dump(mode="json") for e in estimates] + gpu_rows
     compact = len(rows) > COMPACT_OVER_ROWS and not details
     emit({"estimates": rows}, as_json, lambda: (_render_compact if compact else _render)(rows))
+
+
+def _gpu_rows(
+    user: object,
+    graphs: Mapping[int, Any],
+    names: list[str],
+    spec_files: list[Path],
+    catalog: Catalog | None,
+    epochs: int,
+    samples: int,
+    optimizer: str,
+) -> list[dict[str, object]]:
+    """``--gpu`` / ``--gpu-spec`` answers from the per-operator GPU model (issue #16)."""
+    if not names and not spec_files:
+        return []
+    from tools.estimators.dnn.usermodel import UserModel
+    from tools.estimators.gpu.answer import gpu_option_estimates, gpu_targets
+
+    assert isinstance(user, UserModel)
+    targets = gpu_targets(names, spec_files, catalog)
+    summaries = {size: data.summary for size, data in graphs.items()}
+    rows = gpu_option_estimates(
+        lambda size: user.task(size, meta=True),
+        summaries,
+        targets,
+        epochs=epochs,
+        samples=samples,
+        optimizer=optimizer,
+    )
+    return [row.model_dump(mode="json") for row in rows]
 
 
 @profile_app.command("sweep")
