@@ -1,8 +1,8 @@
 """Synthetic traces on SDSC-SP2: fit time, sampling speed, fidelity for both generators.
 
     python benchmarks/synth.py [--seeds 5] [--epochs 60] [--report DIR] [--json]
-    python benchmarks/synth.py --traces all [--models sequence copula] [--max-jobs 30000]
-        [--seeds 1] [--sequence-epochs 10] [--report DIR]
+    python benchmarks/synth.py --traces all [--models sequence copula] [--max-jobs 20000]
+        [--seeds 1] [--sequence-epochs 8] [--report DIR]
 
 The second form (issue #21) is one table over every shared trace (ALCF-Theta included):
 per trace and model, the column KS, EASY bsld against the real trace's, and the fidelity
@@ -135,12 +135,12 @@ def _summary(result: dict[str, Any], match_load: bool) -> dict[str, Any]:
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
 SHARED_TRACES = (
+    "ALCF-Theta-2022.swf.gz",
     "SDSC-SP2-1998-4.2-cln.swf.gz",
+    "KTH-SP2-1996-2.1-cln.swf.gz",
     "CTC-SP2-1996-3.1-cln.swf.gz",
     "HPC2N-2002-2.2-cln.swf.gz",
-    "KTH-SP2-1996-2.1-cln.swf.gz",
     "LANL-CM5-1994-4.1-cln.swf.gz",
-    "ALCF-Theta-2022.swf.gz",
 )
 
 
@@ -210,9 +210,38 @@ def _trace_row(
     }
 
 
+_HEADER = (
+    f"{'trace':<14} {'model':<8} {'jobs':>6} {'KS max':>13} {'EASY bsld real/syn':>19} "
+    f"{'rel':>6} {'hour TV':>7} {'wday TV':>7} {'gapACF':>6} {'hrACF':>6} "
+    f"{'sess KS':>7} {'jobs/sess r/s':>13} {'seq sim':>7} {'pass':>4}"
+)
+
+
+def _line(r: dict[str, Any]) -> str:
+    short = "-".join(r["trace"].split("-")[:2])
+    return (
+        f"{short:<14} {r['model']:<8} {r['jobs']:>6} "
+        f"{r['ks_max']:>5.3f} {r['ks_max_column'][:7]:>7} "
+        f"{r['real_bsld']:>9.1f}/{r['bsld']:<9.1f} {r['bsld_rel']:>+6.0%} "
+        f"{r['hour_tv']:>7.3f} {r['weekday_tv']:>7.3f} {r['gap_acf_diff']:>6.3f} "
+        f"{r['hourly_acf_diff']:>6.3f} {r['session_jobs_ks']:>7.3f} "
+        f"{r['real_session_jobs']:>6.2f}/{r['session_jobs']:<6.2f} "
+        f"{r['sequence_similarity']:>7.3f} {'yes' if r['passed'] else 'no':>4}"
+    )
+
+
 def _traces_table(args: argparse.Namespace) -> int:
     names = SHARED_TRACES if args.traces == ["all"] else tuple(args.traces)
     rows: list[dict[str, Any]] = []
+    if not args.json:
+        print(
+            f"# {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; first "
+            f"{args.max_jobs:,} jobs of each trace; {args.seeds} seed(s); sequence "
+            f"{args.sequence_epochs} epochs; targets: EASY bsld within 20%, hour-of-day TV "
+            "<= 0.05",
+            flush=True,
+        )
+        print(_HEADER, flush=True)
     with tempfile.TemporaryDirectory() as directory:
         work = Path(directory)
         for name in names:
@@ -229,30 +258,10 @@ def _traces_table(args: argparse.Namespace) -> int:
                         file=sys.stderr,
                         flush=True,
                     )
+                    if not args.json:
+                        print(_line(r), flush=True)  # each row as it comes: this takes a while
     if args.json:
         print(json.dumps(rows, indent=1, default=str))
-        return 0
-    print(
-        f"# {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; first "
-        f"{args.max_jobs:,} jobs of each trace; {args.seeds} seed(s); targets: EASY bsld "
-        "within 20%, hour-of-day TV <= 0.05"
-    )
-    print(
-        f"{'trace':<14} {'model':<8} {'jobs':>6} {'KS max':>13} {'EASY bsld real/syn':>19} "
-        f"{'rel':>6} {'hour TV':>7} {'wday TV':>7} {'gapACF':>6} {'hrACF':>6} "
-        f"{'sess KS':>7} {'jobs/sess r/s':>13} {'seq sim':>7} {'pass':>4}"
-    )
-    for r in rows:
-        short = r["trace"].split("-")[0] + "-" + r["trace"].split("-")[1]
-        print(
-            f"{short:<14} {r['model']:<8} {r['jobs']:>6} "
-            f"{r['ks_max']:>5.3f} {r['ks_max_column'][:7]:>7} "
-            f"{r['real_bsld']:>9.1f}/{r['bsld']:<9.1f} {r['bsld_rel']:>+6.0%} "
-            f"{r['hour_tv']:>7.3f} {r['weekday_tv']:>7.3f} {r['gap_acf_diff']:>6.3f} "
-            f"{r['hourly_acf_diff']:>6.3f} {r['session_jobs_ks']:>7.3f} "
-            f"{r['real_session_jobs']:>6.2f}/{r['session_jobs']:<6.2f} "
-            f"{r['sequence_similarity']:>7.3f} {'yes' if r['passed'] else 'no':>4}"
-        )
     return 0
 
 
@@ -269,8 +278,8 @@ def main() -> int:
     parser.add_argument(
         "--traces", nargs="+", default=None, help="'all' or trace file names: the #21 table"
     )
-    parser.add_argument("--max-jobs", type=int, default=30_000)
-    parser.add_argument("--sequence-epochs", type=int, default=10)
+    parser.add_argument("--max-jobs", type=int, default=20_000)
+    parser.add_argument("--sequence-epochs", type=int, default=8)
     args = parser.parse_args()
     if args.traces:
         if args.models == ["copula", "tvae"]:
