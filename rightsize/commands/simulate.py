@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,22 +16,45 @@ from rightsize.output import console, emit, fail
 from rightsize.progress import progress
 
 if TYPE_CHECKING:  # the simulator (numba, matplotlib, the agents) loads when a run starts
-    from simulations.replay import Estimate, Policy, Schedule
+    from simulations.estimates import RuntimeDistributions
+    from simulations.replay import Estimate, Order, Policy, Schedule
+    from simulations.workload import Workload
     from tools.actuators.simulated import ClusterPolicy
 
-POLICIES: tuple[Policy, ...] = ("fcfs", "easy", "conservative")
-ESTIMATES: tuple[Estimate, ...] = ("user", "last2", "model")
-POLICY_BY_NAME: dict[str, Policy] = {p: p for p in POLICIES}
+POLICIES: tuple[str, ...] = ("fcfs", "easy", "conservative", "rightsize")
+ESTIMATES: tuple[Estimate, ...] = ("user", "last2", "model", "exact")
+ORDERS: tuple[Order, ...] = ("fcfs", "sjbf", "saf")
+POLICY_BY_NAME: dict[str, Policy] = {"fcfs": "fcfs", "easy": "easy", "conservative": "conservative"}
 ESTIMATE_BY_NAME: dict[str, Estimate] = {e: e for e in ESTIMATES}
+ORDER_BY_NAME: dict[str, Order] = {o: o for o in ORDERS}
 
 
 def simulate_command(
     trace: Path = typer.Option(..., "--trace", help="SWF trace (.swf or .swf.gz)"),
     policy: list[str] = typer.Option(
-        ["easy"], "--policy", help="fcfs, easy or conservative; repeat to compare"
+        ["easy"],
+        "--policy",
+        help="fcfs, easy, conservative or rightsize (EASY with low-quantile history estimates "
+        "and SJBF: docs/simulations.md); repeat to compare",
     ),
     estimate: list[str] = typer.Option(
-        ["user"], "--estimate", help="user, last2 or model; repeat to compare"
+        ["user"],
+        "--estimate",
+        help="user, last2, model or exact (an oracle: every run time known, a bound); "
+        "repeat to compare",
+    ),
+    backfill_order: list[str] = typer.Option(
+        ["fcfs"],
+        "--backfill-order",
+        help="The order EASY tries backfill candidates in: fcfs (queue order), sjbf "
+        "(shortest estimate first; EASY++ is --estimate last2 --backfill-order sjbf) or "
+        "saf (smallest estimate x processors first); repeat to compare",
+    ),
+    schedule_out: Path | None = typer.Option(
+        None,
+        "--schedule-out",
+        help="Write every job's job_id,submit_s,start_s,end_s,procs,run_s,requested_s,killed "
+        "to this CSV (several runs: one file each, the run's name before the suffix)",
     ),
     procs: int | None = typer.Option(None, "--procs", help="Machine size (default: header)"),
     report: Path | None = typer.Option(None, "--report", help="Write PNG plots + index.html"),
@@ -56,39 +80,38 @@ def simulate_command(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    """Replay a whole trace; one run per policy x estimate (or, with --agents, a window of
-    it with and without the agents)."""
-    for name, value, allowed in [("policy", p, POLICIES) for p in policy] + [
-        ("estimate", e, ESTIMATES) for e in estimate
-    ]:
+    """Replay a whole trace; one run per policy x estimate (x backfill order, for EASY;
+    rightsize once), or, with --agents, a window of it with and without the agents."""
+    checks: list[tuple[str, str, tuple[str, ...]]] = [
+        *(("policy", p, POLICIES) for p in policy),
+        *(("estimate", e, ESTIMATES) for e in estimate),
+        *(("backfill-order", o, ORDERS) for o in backfill_order),
+    ]
+    for name, value, allowed in checks:
         if value not in allowed:
             fail(RightsizeError(f"--{name}: {value!r} is not one of {', '.join(allowed)}"), as_json)
     if agents:
+        if schedule_out is not None:
+            fail(RightsizeError("--schedule-out: not available with --agents"), as_json)
         _simulate_with_agents(
             trace, policy, estimate, procs, agents_jobs, agents_history, report, event_log, as_json
         )
         return
-    from simulations.estimates import model_estimates
-    from simulations.replay import replay
+    if schedule_out is not None:
+        _check_writable(schedule_out, as_json)
     from simulations.report import write_report
     from simulations.workload import load_swf
 
     try:
         with progress(f"replaying {trace.name}", quiet=as_json):
             workload = load_swf(trace, procs=procs)
-            predicted = model_estimates(trace, workload) if "model" in estimate else None
-            schedules: list[Schedule] = [
-                replay(
-                    workload,
-                    policy=POLICY_BY_NAME[p],
-                    estimate=ESTIMATE_BY_NAME[e],
-                    model_estimates_s=predicted,
-                )
-                for p in policy
-                for e in estimate
-            ]
+            schedules = _replays(trace, workload, policy, estimate, backfill_order)
     except RightsizeError as error:
         fail(error, as_json)
+    if schedule_out is not None:
+        written = _write_schedules(schedules, schedule_out, as_json)
+        if not as_json:
+            console.print(f"schedule: {', '.join(str(p) for p in written)}")
     if report is not None:
         page = write_report(schedules, report)
         if not as_json:
@@ -104,9 +127,11 @@ def simulate_command(
         for column in (
             "policy",
             "estimate",
+            "order",
             "mean wait",
             "p90 wait",
             "mean bsld",
+            "p99 bsld",
             "utilization",
             "killed",
             "jobs/s",
@@ -115,20 +140,91 @@ def simulate_command(
         for r in results:
             table.add_row(
                 r.policy,
-                r.estimate,
+                f"{r.estimate} (oracle)" if r.oracle else r.estimate,
+                r.order + (" +corr" if r.corrected else ""),
                 f"{r.mean_wait_s / 3600:.2f} h",
                 f"{r.p90_wait_s / 3600:.2f} h",
                 f"{r.mean_bsld:.2f}",
+                f"{r.p99_bsld:.1f}",
                 f"{r.utilization:.3f}",
                 f"{r.killed:,}",
                 f"{r.jobs_per_s:,.0f}",
             )
         console.print(table)
+        if any(r.oracle for r in results):
+            console.print(
+                "(oracle): knows every job's run time, which no scheduler does; a bound for "
+                "the others, not a policy"
+            )
 
     if len(results) == 1:
         emit(results[0], as_json, render)
     else:
         emit({"runs": [r.model_dump(mode="json") for r in results]}, as_json, render)
+
+
+def _replays(
+    trace: Path,
+    workload: Workload,
+    policy: list[str],
+    estimate: list[str],
+    orders: list[str],
+) -> list[Schedule]:
+    """One run per policy x estimate (x backfill order, for EASY); ``rightsize`` once."""
+    from simulations.estimates import history_distributions
+    from simulations.replay import replay
+    from simulations.rightsize_policy import replay_rightsize
+
+    needs_history = "model" in estimate or "rightsize" in policy
+    distributions: RuntimeDistributions | None = (
+        history_distributions(trace, workload) if needs_history else None
+    )
+    schedules: list[Schedule] = []
+    for p in policy:
+        if p == "rightsize":
+            assert distributions is not None
+            schedules.append(replay_rightsize(workload, distributions))
+            continue
+        for e in estimate:
+            for o in orders if p == "easy" else ["fcfs"]:
+                schedules.append(
+                    replay(
+                        workload,
+                        policy=POLICY_BY_NAME[p],
+                        estimate=ESTIMATE_BY_NAME[e],
+                        model_estimates_s=None if distributions is None else distributions.p50_s,
+                        order=ORDER_BY_NAME[o],
+                    )
+                )
+    return schedules
+
+
+def _check_writable(path: Path, as_json: bool) -> None:
+    """Fail before any replay if the schedule file cannot be written."""
+    parent = path.parent
+    if path.is_dir():
+        fail(RightsizeError(f"--schedule-out: {path} is a directory; give a file"), as_json)
+    if not parent.is_dir():
+        fail(RightsizeError(f"--schedule-out: folder {parent} does not exist"), as_json)
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        fail(
+            RightsizeError(f"--schedule-out: {path} cannot be written (permission denied)"), as_json
+        )
+
+
+def _write_schedules(schedules: list[Schedule], path: Path, as_json: bool) -> list[Path]:
+    """One run: ``path``; several: ``path`` with each run's name before the suffix."""
+    from simulations.report import schedule_label, write_schedule_csv
+
+    targets = (
+        [path]
+        if len(schedules) == 1
+        else [path.with_name(f"{path.stem}.{schedule_label(s)}{path.suffix}") for s in schedules]
+    )
+    try:
+        return [write_schedule_csv(s, t) for s, t in zip(schedules, targets, strict=True)]
+    except OSError as error:
+        fail(RightsizeError(f"--schedule-out: {path} cannot be written ({error})"), as_json)
 
 
 def _simulate_with_agents(

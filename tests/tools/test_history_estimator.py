@@ -254,7 +254,7 @@ def test_the_scheduling_estimate_is_a_low_quantile_of_the_jobs_distribution() ->
         _job(i, "bimodal", (60.0 if rng.random() < 0.5 else 5000.0) * rng.uniform(0.95, 1.05))
         for i in range(600)
     ]
-    low = HistoryEstimator(QUICK)
+    low = HistoryEstimator(QUICK.model_copy(update={"schedule_quantile": 0.1}))
     low.learn_history(history)
     high = HistoryEstimator(QUICK.model_copy(update={"schedule_quantile": 0.9}))
     high.learn_history(history)

@@ -223,7 +223,7 @@ class HistoryConfig(BaseModel):
     memory: Literal["auto", "on", "off"] = "auto"
     seed: int = 0
     schedule_quantile: float = Field(
-        default=0.1,
+        default=0.3,
         gt=0,
         le=1,
         description="The scheduling estimate: the smallest candidate predicted to cover "

@@ -1,0 +1,177 @@
+"""What the center gets: EASY with users' requests, EASY++, rightsize, and the oracle bound.
+
+    python benchmarks/outcome.py [--cache DIR] [--traces DIR] [--json]
+
+For every shared trace: mean wait, mean and p99 bounded slowdown, utilization and jobs
+killed under
+
+- ``easy-user``: EASY, reservations from the users' requests, queue-order backfilling;
+- ``easy++``: EASY, last-2 estimates, shortest-first backfilling (Tsafrir et al. 2007);
+- ``rightsize``: ``--policy rightsize`` with its shipped settings
+  (:class:`simulations.rightsize_policy.RightsizePolicy`);
+- ``rightsize-loto``: the same policy with its settings chosen on the *other* traces
+  only (leave one trace out), the figure to expect on a trace never seen;
+- ``exact``: EASY with every run time known and shortest-first backfilling, an oracle:
+  a bound, not a policy.
+
+The settings are chosen on a grid (``GRID``) by the mean over the chosen traces of
+rightsize's bsld relative to EASY++'s (so each trace weighs the same), among settings
+whose mean wait is no worse than EASY++'s on every one of them when any is.
+The history estimator's replay is the slow part (minutes on HPC2N); ``--cache DIR``
+keeps each trace's predictions in ``DIR`` for the next run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from simulations.estimates import RuntimeDistributions, history_distributions
+from simulations.metrics import SimulationResult
+from simulations.replay import replay
+from simulations.rightsize_policy import RightsizePolicy, replay_rightsize
+from simulations.workload import Workload, load_swf
+
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+GRID = [
+    RightsizePolicy(estimate_quantile=q, correction_quantile=c, order=order)
+    for q, c, order in itertools.product(
+        (0.05, 0.1, 0.2, 0.3, 0.5), (None, 0.3, 0.5, 0.9), ("sjbf",)
+    )
+]
+
+
+def _distributions(trace: Path, workload: Workload, cache: Path | None) -> RuntimeDistributions:
+    stored = None if cache is None else cache / f"{trace.name}.npz"
+    if stored is not None and stored.exists():
+        data = np.load(stored)
+        return RuntimeDistributions(data["p50"], data["values"], data["coverage"])
+    found = history_distributions(trace, workload)
+    if stored is not None:
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(stored, p50=found.p50_s, values=found.values_s, coverage=found.coverage)
+    return found
+
+
+def _choose(
+    grid_results: dict[str, list[SimulationResult]],
+    baselines: dict[str, SimulationResult],
+    traces: list[str],
+) -> int:
+    """The grid index with the lowest mean bsld relative to EASY++ on ``traces``."""
+
+    def score(k: int) -> tuple[int, float]:
+        relative = [grid_results[t][k].mean_bsld / baselines[t].mean_bsld for t in traces]
+        slower = sum(grid_results[t][k].mean_wait_s > baselines[t].mean_wait_s for t in traces)
+        return slower, float(np.mean(relative))
+
+    return min(range(len(GRID)), key=score)
+
+
+def _row(
+    trace: str, name: str, r: SimulationResult, user: SimulationResult, pp: SimulationResult
+) -> dict[str, object]:
+    return {
+        "trace": trace,
+        "run": name,
+        "mean_wait_h": r.mean_wait_s / 3600,
+        "mean_bsld": r.mean_bsld,
+        "p99_bsld": r.p99_bsld,
+        "utilization": r.utilization,
+        "killed": r.killed,
+        "bsld_vs_easy_user": r.mean_bsld / user.mean_bsld - 1,
+        "bsld_vs_easy_pp": r.mean_bsld / pp.mean_bsld - 1,
+        "wait_vs_easy_pp": r.mean_wait_s / pp.mean_wait_s - 1,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--traces", type=Path, default=TRACES)
+    parser.add_argument("--cache", type=Path, default=None)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    began = time.perf_counter()
+    names: list[str] = []
+    fixed: dict[str, dict[str, SimulationResult]] = {}
+    grid_results: dict[str, list[SimulationResult]] = {}
+    for trace in sorted(args.traces.glob("*.swf.gz")):
+        name = trace.name.split("-cln")[0].removesuffix(".swf.gz")
+        workload = load_swf(trace)
+        found = _distributions(trace, workload, args.cache)
+        names.append(name)
+        fixed[name] = {
+            "easy-user": replay(workload, policy="easy", estimate="user").result,
+            "easy++": replay(workload, policy="easy", estimate="last2", order="sjbf").result,
+            "exact": replay(workload, policy="easy", estimate="exact", order="sjbf").result,
+        }
+        grid_results[name] = [replay_rightsize(workload, found, p).result for p in GRID]
+        shipped = RightsizePolicy()
+        fixed[name]["rightsize"] = (
+            grid_results[name][GRID.index(shipped)]
+            if shipped in GRID
+            else replay_rightsize(workload, found, shipped).result
+        )
+        print(f"# {name}: {workload.jobs:,} jobs", file=sys.stderr, flush=True)
+    easy_pp = {t: fixed[t]["easy++"] for t in names}
+    held_out: dict[str, RightsizePolicy] = {}
+    for t in names:
+        chosen = _choose(grid_results, easy_pp, [o for o in names if o != t])
+        held_out[t] = GRID[chosen]
+        fixed[t]["rightsize-loto"] = grid_results[t][chosen]
+    on_all = GRID[_choose(grid_results, easy_pp, names)]
+    rows = [
+        _row(t, run, fixed[t][run], fixed[t]["easy-user"], fixed[t]["easy++"])
+        for t in names
+        for run in ("easy-user", "easy++", "rightsize", "rightsize-loto", "exact")
+    ]
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "rows": rows,
+                    "shipped": RightsizePolicy().model_dump(),
+                    "chosen_on_all": on_all.model_dump(),
+                    "held_out": {t: p.model_dump() for t, p in held_out.items()},
+                },
+                indent=1,
+            )
+        )
+        return 0
+    print(
+        f"# {os.cpu_count()} cores, Python {platform.python_version()}, load average "
+        f"{os.getloadavg()[0]:.1f}, {time.perf_counter() - began:.0f} s; shipped "
+        f"{RightsizePolicy().model_dump()}; chosen on all traces {on_all.model_dump()}"
+    )
+    print(
+        f"{'trace':<18} {'run':<15} {'wait h':>7} {'bsld':>8} {'p99 bsld':>9} {'util':>6} "
+        f"{'killed':>7} {'vs EASY':>8} {'vs EASY++':>9} {'wait vs ++':>10}"
+    )
+    for r in rows:
+        label = f"{r['run']} (oracle)" if r["run"] == "exact" else str(r["run"])
+        print(
+            f"{r['trace']:<18} {label:<15} {r['mean_wait_h']:>7.2f} {r['mean_bsld']:>8.2f} "
+            f"{r['p99_bsld']:>9.1f} {r['utilization']:>6.3f} {r['killed']:>7,} "
+            f"{r['bsld_vs_easy_user']:>+8.0%} {r['bsld_vs_easy_pp']:>+9.0%} "
+            f"{r['wait_vs_easy_pp']:>+10.0%}"
+        )
+    print("# rightsize-loto: settings chosen on the other traces:")
+    for t, p in held_out.items():
+        print(f"#   {t}: {p.model_dump()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
