@@ -262,12 +262,27 @@ def import_queues(
 
 @import_app.command("slurm")
 def import_slurm(
-    name: str = typer.Option(..., help="Name for the cluster in the catalog"),
+    name: str | None = typer.Option(
+        None,
+        help="Name for the cluster in the catalog (default: RIGHTSIZE_LOCAL_SYSTEM, 'local': "
+        "the name `rightsize submit` and `center run` run its jobs under)",
+    ),
     center: str = typer.Option("local", help="Center the cluster belongs to"),
     timeout_s: float = typer.Option(30.0, help="Timeout per SLURM command"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """The partitions and nodes of the SLURM cluster this machine's clients talk to."""
+    local = Settings().local_system
+    name = name or local
+    if name != local and not as_json:
+        # A plan for this name has no executor in the embedded center: say it now, not
+        # when the Scheduler fails the plan ("no executor for system ...").
+        console.print(
+            f"note: the embedded center runs the local SLURM's jobs as {local!r} "
+            f"(RIGHTSIZE_LOCAL_SYSTEM); plans for {name!r} run where a center has an "
+            f"executor for it, or set RIGHTSIZE_LOCAL_SYSTEM={name}",
+            highlight=False,
+        )
     try:
         system = import_slurm_system(
             name, KNOWN_CENTERS.get(name, center), SlurmCommands(timeout_s=timeout_s)

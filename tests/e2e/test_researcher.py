@@ -2,7 +2,7 @@
 
 What a researcher does, one command at a time, each its own process: write a small
 PyTorch model file and the script that trains it, tell Rightsize about the SLURM this
-machine talks to (``catalog import slurm``), ``plan`` the model file, ``submit`` the
+machine talks to (``catalog import slurm``, as "local"), ``plan`` the model file, ``submit`` the
 recommended option to the embedded center, ``watch`` it to completion, read ``status
 --json``, then ``submit`` another plan and ``cancel`` it. SLURM's accounting (sacct, or
 the jobcomp log where slurmdbd is not configured) must agree with the ledger. Run once;
@@ -176,7 +176,7 @@ def test_a_researcher_plans_their_model_file_submits_watches_checks_and_cancels(
         env.pop(f"RIGHTSIZE_{name}", None)
     started = time.monotonic()
 
-    _rightsize(env, "catalog", "import", "slurm", "--name", "local")
+    _rightsize(env, "catalog", "import", "slurm")  # as "local": the name the center uses
     planned = _rightsize(env, "plan", "plan.yaml", "--json")
     assert planned["recommended"] is not None, planned
     assert planned["recommended"]["system"] == "local"

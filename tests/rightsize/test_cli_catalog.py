@@ -117,3 +117,24 @@ def test_import_hardware_adds_stampede3(shared_data: Path) -> None:
 def test_version_flag() -> None:
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.stdout.startswith("rightsize ")
+
+
+@pytest.mark.slurm
+def test_catalog_import_slurm_names_the_cluster_as_the_center_runs_it(
+    slurm_cluster: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --name the local SLURM is imported as RIGHTSIZE_LOCAL_SYSTEM ('local'), the
+    name the embedded center runs its jobs under, so `plan` and `submit` agree on it (found
+    by the researcher's e2e test: --name was required, and a plan for any other name has
+    no executor); another name is imported with a note saying so."""
+    if "SLURM_CONF" in slurm_cluster:
+        monkeypatch.setenv("SLURM_CONF", slurm_cluster["SLURM_CONF"])
+    monkeypatch.delenv("RIGHTSIZE_LOCAL_SYSTEM", raising=False)
+    imported = _json("catalog", "import", "slurm")
+    assert "local" in str(imported)
+    names = [s["name"] for s in _json("catalog", "list")["systems"]]  # type: ignore[index]
+    assert "local" in names
+
+    other = runner.invoke(app, ["catalog", "import", "slurm", "--name", "mycluster"])
+    assert other.exit_code == 0, other.output
+    assert "RIGHTSIZE_LOCAL_SYSTEM=mycluster" in " ".join(other.stdout.split())
