@@ -132,7 +132,9 @@ def test_catalog_import_slurm_names_the_cluster_as_the_center_runs_it(
     monkeypatch.delenv("RIGHTSIZE_LOCAL_SYSTEM", raising=False)
     imported = _json("catalog", "import", "slurm")
     assert "local" in str(imported)
-    names = [s["name"] for s in _json("catalog", "list")["systems"]]  # type: ignore[index]
+    systems = _json("catalog", "list")["systems"]
+    assert isinstance(systems, list)
+    names = [s["name"] for s in systems]
     assert "local" in names
 
     other = runner.invoke(app, ["catalog", "import", "slurm", "--name", "mycluster"])
