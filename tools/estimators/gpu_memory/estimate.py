@@ -1,0 +1,199 @@
+"""Peak GPU memory of one training step: traced storages replayed through the caching allocator.
+
+``estimate_gpu_memory`` records the step's allocations on fake tensors
+(``recorder``), replays PyTorch's CUDA caching allocator over them (``allocator``) and
+adds the CUDA context. Per GPU: with ``gpus`` > 1 the batch is split evenly
+(data-parallel) and DDP's gradient buckets (25 MiB each, a second copy of the
+gradients) are allocated before the first step.
+
+The CUDA context (driver state, the kernels of PyTorch's, cuBLAS's and cuDNN's
+libraries, their handles) is not allocated through the caching allocator, so
+``torch.cuda.max_memory_allocated`` does not see it but the device does. Its size is
+not measured here (no GPU): ``CONTEXT_MB`` is an assumption per CUDA generation,
+bracketed by what users report (the PyTorch forum: "depending on the CUDA version,
+used GPU") and by NVIDIA's lazy module loading, the default on Linux since CUDA 12.2,
+which loads only the kernels a program calls (CUDA programming guide, "Lazy Loading").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch import Tensor, nn
+
+from knowledge_base.errors import InvalidInputError
+from tools.estimators.dnn.usermodel import UserModel
+from tools.estimators.gpu_memory.allocator import replay
+from tools.estimators.gpu_memory.recorder import Optimizer, StepRecorder, record_training_step
+from tools.profiling.zoo.registry import FAMILIES, TrainingTask, named_model
+
+__all__ = [
+    "CONTEXT_MB",
+    "DDP_BUCKET_MB",
+    "Generation",
+    "GpuMemoryEstimate",
+    "PrecisionName",
+    "context_mb",
+    "estimate_gpu_memory",
+]
+
+Generation = Literal["kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper"]
+PrecisionName = Literal["fp32", "amp", "amp_fp16", "amp_bf16"]
+
+# MiB per GPU, assumed (see the module docstring). Up to Volta: the PyTorch 1.x / CUDA
+# 10-11.0 builds those boards ran, which loaded every kernel of the libraries at start.
+# From Turing on: CUDA 12 builds with lazy loading.
+CONTEXT_MB: dict[str, float] = {
+    "kepler": 800.0,
+    "maxwell": 800.0,
+    "pascal": 800.0,
+    "volta": 800.0,
+    "turing": 500.0,
+    "ampere": 500.0,
+    "ada": 500.0,
+    "hopper": 500.0,
+}
+DDP_BUCKET_MB = 25.0  # torch.nn.parallel.DistributedDataParallel's bucket_cap_mb
+_MIB = float(1 << 20)
+
+
+class GpuMemoryEstimate(BaseModel):
+    """Peak memory per GPU of a training step, in MiB (``total_mb`` is what the device needs)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    batch_size: int = Field(gt=0, description="global batch, split over gpus")
+    per_gpu_batch: int = Field(gt=0)
+    gpus: int = Field(gt=0)
+    optimizer: Optimizer
+    precision: Literal["fp32", "amp_fp16", "amp_bf16"]
+    peak_allocated_mb: float = Field(description="torch.cuda.max_memory_allocated")
+    peak_reserved_mb: float = Field(description="torch.cuda.max_memory_reserved")
+    peak_requested_mb: float = Field(description="sum of live tensor bytes at the peak")
+    context_mb: float
+    total_mb: float = Field(description="peak_reserved_mb + context_mb")
+    gpu_memory_mb: float | None = None
+    fits: bool | None = Field(
+        default=None,
+        description="replayed with the device's memory less the context: no allocation failed",
+    )
+    allocations: int
+    method: str = "fake-tensor trace + CUDA caching allocator replay"
+
+
+def context_mb(generation: str) -> float:
+    """The assumed CUDA context of a GPU generation; InvalidInputError lists the known ones."""
+    try:
+        return CONTEXT_MB[generation.lower()]
+    except KeyError:
+        raise InvalidInputError(
+            f"unknown GPU generation; known: {', '.join(CONTEXT_MB)}",
+            field="generation",
+            value=generation,
+        ) from None
+
+
+ModelSpec = str | UserModel | Callable[[int], TrainingTask]
+
+
+def _task_factory(model: ModelSpec) -> tuple[str, Callable[[int], TrainingTask]]:
+    if isinstance(model, UserModel):  # rightsize's --model-file/--model-class
+        user = model
+        return user.class_name, lambda batch: user.task(batch, meta=True)
+    if not isinstance(model, str):
+        return str(getattr(model, "__name__", "model")), model
+    found = named_model(model)
+    if found is None:
+        known = sorted(m for f in FAMILIES.values() for m in f.named)
+        raise InvalidInputError(
+            f"not a model of the zoo; known: {', '.join(known)}", field="model", value=model
+        )
+    family, params = found
+
+    def build(batch: int) -> TrainingTask:
+        with torch.device("meta"):
+            return family.task(params, batch)
+
+    return model, build
+
+
+def _ddp_buckets(bucket_mb: float) -> Callable[[StepRecorder, list[nn.Parameter]], list[Tensor]]:
+    def setup(recorder: StepRecorder, params: list[nn.Parameter]) -> list[Tensor]:
+        cap = int(bucket_mb * _MIB)
+        sizes: list[int] = [0]
+        for p in params:
+            nbytes = p.numel() * p.element_size()
+            if sizes[-1] and sizes[-1] + nbytes > cap:
+                sizes.append(0)
+            sizes[-1] += nbytes
+        return [torch.empty(size // 4, dtype=torch.float32) for size in sizes if size]
+
+    return setup
+
+
+def estimate_gpu_memory(
+    model: ModelSpec,
+    batch_size: int,
+    *,
+    optimizer: Optimizer = "sgd",
+    precision: PrecisionName = "fp32",
+    gpus: int = 1,
+    generation: str = "ampere",
+    gpu_memory_mb: float | None = None,
+) -> GpuMemoryEstimate:
+    """Peak memory per GPU of one training step of ``model`` at ``batch_size``.
+
+    ``model``: a zoo model's name ("resnet50"), a loaded model file
+    (``tools.estimators.dnn.usermodel.load_user_model``), or a function of the batch size
+    returning a ``TrainingTask``. With ``gpu_memory_mb`` (the device's total) the replay
+    runs with that limit less the context and says whether the step fits.
+    InvalidInputError names the bad field, or the operator a model failed on.
+    """
+    if batch_size <= 0:
+        raise InvalidInputError("must be positive", field="batch_size", value=batch_size)
+    if gpus <= 0:
+        raise InvalidInputError("must be positive", field="gpus", value=gpus)
+    if gpu_memory_mb is not None and gpu_memory_mb <= 0:
+        raise InvalidInputError("must be positive", field="gpu_memory_mb", value=gpu_memory_mb)
+    if optimizer not in ("sgd", "adam"):
+        raise InvalidInputError("must be 'sgd' or 'adam'", field="optimizer", value=optimizer)
+    if precision not in ("fp32", "amp", "amp_fp16", "amp_bf16"):
+        raise InvalidInputError(
+            "must be 'fp32', 'amp', 'amp_fp16' or 'amp_bf16'", field="precision", value=precision
+        )
+    mode = "amp_fp16" if precision == "amp" else precision
+    context = context_mb(generation)
+    name, build = _task_factory(model)
+    per_gpu = math.ceil(batch_size / gpus)
+    events = record_training_step(
+        build(per_gpu),
+        optimizer=optimizer,
+        precision=mode,
+        setup=_ddp_buckets(DDP_BUCKET_MB) if gpus > 1 else None,
+    )
+    peaks = replay(events)
+    fits: bool | None = None
+    if gpu_memory_mb is not None:
+        usable = int((gpu_memory_mb - context) * _MIB)
+        fits = usable > 0 and not replay(events, capacity_bytes=usable).out_of_memory
+    return GpuMemoryEstimate(
+        model=name,
+        batch_size=batch_size,
+        per_gpu_batch=per_gpu,
+        gpus=gpus,
+        optimizer=optimizer,
+        precision=mode,
+        peak_allocated_mb=round(peaks.peak_allocated_bytes / _MIB, 1),
+        peak_reserved_mb=round(peaks.peak_reserved_bytes / _MIB, 1),
+        peak_requested_mb=round(peaks.peak_requested_bytes / _MIB, 1),
+        context_mb=context,
+        total_mb=round(peaks.peak_reserved_bytes / _MIB + context, 1),
+        gpu_memory_mb=gpu_memory_mb,
+        fits=fits,
+        allocations=sum(1 for e in events if e.action == "alloc"),
+    )
