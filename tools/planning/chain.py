@@ -7,8 +7,8 @@ in order and the first answer wins (``tools.planning.estimation.estimate_first``
    and peak memory from downsized runs the Profiling agent made),
 2. the promoted registry estimator (Model Promotion's choice), when a loader for it is
    given (the agents' ``agents.promotion`` provides one; tools cannot import agents),
-3. the per-hardware estimators (``_hardware_estimators``: HARP's trained DNN estimators
-   today; a GPU estimator plugs in there),
+3. the per-hardware estimators (``_hardware_estimators``: Gavel's GPU roofline where it
+   has measurements, then the per-operator GPU model for any catalog GPU),
 4. for generic jobs, the history estimator trained on each system's finished jobs,
 5. the analytic fallbacks (``tools.planning.whatif.default_estimators``).
 
@@ -176,8 +176,14 @@ class EstimatorChain:
     def _hardware_estimators(spec: WorkloadSpec) -> list[Estimator]:
         """The one place per-hardware estimators are chosen for a workload."""
         from tools.estimators.dnn.adapter import planner_estimators  # torch loads on use
+        from tools.estimators.gpu.planner import GpuOpCostEstimator
 
-        return list(planner_estimators(spec))
+        # Gavel's roofline where its measurements cover the option, then the per-operator
+        # GPU model for every other GPU option (issue #16), before the analytic fallback.
+        found = list(planner_estimators(spec))
+        if isinstance(spec.workload, DNNTraining):
+            found.append(GpuOpCostEstimator())
+        return found
 
     async def _history_estimators(
         self, spec: WorkloadSpec, catalog: Catalog, now: datetime
