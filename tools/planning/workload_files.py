@@ -3,12 +3,16 @@
 ``rightsize plan WORKLOAD.yaml`` starts here. The file is validated whole before anything
 is estimated; a bad field is an ``InvalidInputError`` naming the file, the field's path
 (``workload.batch_sizes[1]``) and the value it holds. A relative ``model: file.py`` is
-read beside the workload file (else from the working directory).
+read beside the workload file (else from the working directory), and so is a file a
+DNN's ``command`` names (``python train.py``): jobs run in their plan's own folder, not
+where the user typed the command, so ``train.py`` beside the workload file becomes its
+absolute path.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +71,7 @@ def load_workload(path: Path) -> WorkloadSpec:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise InvalidInputError(f"not YAML{where}: {exc}", source=source) from exc
-    return _model_beside(parse_workload(document, source), path)
+    return _command_beside(_model_beside(parse_workload(document, source), path), path)
 
 
 def _model_beside(spec: WorkloadSpec, path: Path) -> WorkloadSpec:
@@ -81,4 +85,32 @@ def _model_beside(spec: WorkloadSpec, path: Path) -> WorkloadSpec:
     beside = path.parent / model
     chosen = beside if beside.is_file() or not model.is_file() else model
     update = {"model": str(chosen.resolve())}
+    return spec.model_copy(update={"workload": workload.model_copy(update=update)})
+
+
+def _command_beside(spec: WorkloadSpec, path: Path) -> WorkloadSpec:
+    """Files a DNN's command names beside the workload file, by absolute path.
+
+    Only a plain command (words that need no shell quoting: no pipes, redirections or
+    quotes) is rewritten; anything else is the user's shell text and left as written.
+    """
+    workload = spec.workload
+    if not isinstance(workload, DNNTraining) or workload.command is None:
+        return spec
+    try:
+        words = shlex.split(workload.command)
+    except ValueError:
+        return spec
+    if not words or any(shlex.quote(word) != word for word in words):
+        return spec
+    changed = []
+    for word in words:
+        beside = path.parent / word
+        if not word.startswith(("-", "/", "~")) and beside.is_file():
+            word = shlex.quote(str(beside.resolve()))
+        changed.append(word)
+    command = " ".join(changed)
+    if command == workload.command:
+        return spec
+    update = {"command": command}
     return spec.model_copy(update={"workload": workload.model_copy(update=update)})

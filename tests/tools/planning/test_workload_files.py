@@ -82,3 +82,28 @@ def test_yaml_syntax_errors_say_where(tmp_path: Path) -> None:
 def test_a_missing_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="cannot read"):
         load_workload(tmp_path / "nope.yaml")
+
+
+def test_a_script_the_command_names_beside_the_workload_file_is_found_from_any_folder(
+    tmp_path: Path,
+) -> None:
+    """Jobs run in their plan's folder under RIGHTSIZE_HOME, not where the user typed the
+    command: `python train.py` beside plan.yaml failed there ("can't open file") before."""
+    project = tmp_path / "my project"
+    project.mkdir()
+    (project / "train.py").write_text("print('hi')\n")
+    spec = (
+        "name: t\nuser: u\nworkload:\n  kind: dnn_training\n  model: resnet18\n"
+        "  dataset_samples: 10\n  epochs: 1\n  batch_sizes: [8]\n  command: {command}\n"
+    )
+    plain = project / "plan.yaml"
+    plain.write_text(spec.format(command="python train.py --epochs 3"))
+    shell = project / "shell.yaml"
+    shell.write_text(spec.format(command="'python train.py > log.txt'"))
+
+    workload = load_workload(plain).workload
+    assert isinstance(workload, DNNTraining)
+    assert workload.command == f"python '{project / 'train.py'}' --epochs 3"
+    untouched = load_workload(shell).workload
+    assert isinstance(untouched, DNNTraining)
+    assert untouched.command == "python train.py > log.txt"  # shell text: the user's
