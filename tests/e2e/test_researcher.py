@@ -152,7 +152,7 @@ def test_a_researcher_plans_their_model_file_submits_watches_checks_and_cancels(
             "dataset_samples": 640,
             "epochs": 3,
             "batch_sizes": [32],
-            "command": f"{sys.executable} {project / 'train.py'}",
+            "command": f"{sys.executable} train.py",  # beside plan.yaml
         },
         "goals": {"systems": ["local"]},
     }
