@@ -65,6 +65,12 @@ class GpuOpCostEstimator:
     def estimate(self, workload: Workload, candidate: Candidate) -> ResourceEstimate | NoEstimate:
         if not isinstance(workload, DNNTraining):
             return NoEstimate("gpu-opcost: only DNN training")
+        # Memory and the option's shape come from the analytic model; where it declines
+        # (an unknown model) every option gets the same short reason, so the planner can
+        # say the analytic model's own reason once.
+        base = self._fallback.estimate(workload, candidate)
+        if isinstance(base, NoEstimate):
+            return NoEstimate("gpu-opcost: builds on the analytic estimate, which declined")
         if not candidate.gpus_per_node:
             return NoEstimate("gpu-opcost: not a GPU option")
         if workload.precision is not Precision.FP32:
@@ -78,9 +84,6 @@ class GpuOpCostEstimator:
             spec = spec_for_catalog_gpu(gpu)
         except InvalidInputError as exc:
             return NoEstimate(f"gpu-opcost: {exc}")
-        base = self._fallback.estimate(workload, candidate)
-        if isinstance(base, NoEstimate):
-            return base
         batch = candidate.batch_size or workload.batch_sizes[0]
         per_device = math.ceil(batch / candidate.gpus)
         traced = self._traced(workload, per_device)
