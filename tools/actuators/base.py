@@ -14,7 +14,13 @@ from datetime import UTC, datetime
 
 from knowledge_base.catalog import System
 from knowledge_base.records import JobRecord
-from tools.actuators.model import JobNotFound, JobRequest, JobStatus, QueueEntry
+from tools.actuators.model import (
+    JobNotFound,
+    JobRequest,
+    JobStatus,
+    QueueEntry,
+    WalltimeNotExtended,
+)
 from tools.actuators.policy import check_request
 from tools.actuators.state import ClusterState, NodePool
 
@@ -71,6 +77,15 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     async def cancel(self, job_id: str) -> None:
         """Cancel a pending or running job; cancelling a finished job does nothing."""
+
+    async def extend_walltime(self, job_id: str, new_limit_s: int) -> None:
+        """Raise a pending or running job's time limit to ``new_limit_s`` (from its start)
+        in place: same job id, nothing resubmitted. WalltimeNotExtended when the batch
+        system refuses (rights, a partition's MaxTime, a finished job) or cannot do it;
+        ``transient`` on it when a retry may help. Backends that can override this."""
+        raise WalltimeNotExtended(
+            f"the {self.backend} executor cannot extend job {job_id!r}'s walltime in place"
+        )
 
     @abc.abstractmethod
     async def queue(self) -> list[QueueEntry]:

@@ -6,6 +6,9 @@ ActuatorError (RightsizeError)     root of executor failures; ``transient`` per 
 |                                  nothing was submitted, and retrying cannot help
 +-- SubmissionFailed               the batch system refused or did not answer
 +-- JobNotFound                    the executor knows no such job
++-- WalltimeNotExtended            a running job's limit could not be raised in place:
+                                   refused (rights, partition MaxTime, job ended), not
+                                   supported (Tapis), or transient (controller down)
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ __all__ = [
     "RequestRejected",
     "SimulatedWork",
     "SubmissionFailed",
+    "WalltimeNotExtended",
 ]
 
 # Control characters would end a directive line or a log record; everything printable,
@@ -60,6 +64,11 @@ class SubmissionFailed(ActuatorError):
 
 class JobNotFound(ActuatorError, LookupError):
     """No job with that id is known to the executor."""
+
+
+class WalltimeNotExtended(ActuatorError):
+    """A job's time limit was not raised; ``transient`` when a retry may help (the
+    controller did not answer), never when the batch system refused or cannot do it."""
 
 
 class SimulatedWork(BaseModel):

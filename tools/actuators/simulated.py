@@ -27,7 +27,14 @@ from typing import Literal, Protocol
 from knowledge_base.catalog import System
 from knowledge_base.records import JobRecord, JobState
 from tools.actuators.base import Executor
-from tools.actuators.model import JobNotFound, JobRequest, JobStatus, QueueEntry, RequestRejected
+from tools.actuators.model import (
+    JobNotFound,
+    JobRequest,
+    JobStatus,
+    QueueEntry,
+    RequestRejected,
+    WalltimeNotExtended,
+)
 from tools.actuators.state import NodePool
 
 __all__ = ["Clock", "ClusterPolicy", "ManualClock", "SimulatedCluster", "WallClock"]
@@ -321,6 +328,22 @@ class SimulatedCluster(Executor):
         job.end = self.clock.now()
         job.reason = "cancelled"
         self._schedule(self.clock.now())
+
+    async def extend_walltime(self, job_id: str, new_limit_s: int) -> None:
+        """Moves a job's kill time: its request's walltime becomes ``new_limit_s``, and a
+        running job's end is planned again from its start."""
+        job = self._job(job_id)
+        if job.state not in (JobState.PENDING, JobState.RUNNING):
+            raise WalltimeNotExtended(
+                f"simulated job {job_id} already ended ({job.state.value}): not extended"
+            )
+        if new_limit_s < 1:
+            raise WalltimeNotExtended(f"new_limit_s must be positive, got {new_limit_s}")
+        job.request = job.request.model_copy(update={"walltime_s": int(new_limit_s)})
+        if job.state is JobState.RUNNING:
+            job.end, job.outcome, job.exit_code, job.reason = job.planned_end()
+            if job.end <= self.clock.now():  # lowered below what it already ran: ends now
+                self._catch_up()
 
     async def queue(self) -> list[QueueEntry]:
         self._catch_up()

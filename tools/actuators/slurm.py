@@ -37,6 +37,7 @@ from tools.actuators.model import (
     QueueEntry,
     RequestRejected,
     SubmissionFailed,
+    WalltimeNotExtended,
 )
 from tools.actuators.sacct import SACCT_ENV, SacctJob, parse_sacct, sacct_command
 from tools.actuators.slurm_commands import SlurmCommandError, SlurmCommands
@@ -485,6 +486,27 @@ class SlurmExecutor(Executor):
         if status.finished:
             return
         await self._run(["scancel", job_id])
+
+    async def extend_walltime(self, job_id: str, new_limit_s: int) -> None:
+        """``scontrol update JobId=ID TimeLimit=MINUTES`` (rounded up to a minute).
+
+        Raising a limit needs SLURM operator rights (``AdminLevel=Operator`` or the
+        SlurmUser); the partition's MaxTime caps it. A refusal is WalltimeNotExtended,
+        transient only when the controller did not answer."""
+        if not job_id.isdigit():
+            raise WalltimeNotExtended(f"{job_id!r} is not a SLURM job id")
+        if new_limit_s < 1:
+            raise WalltimeNotExtended(f"new_limit_s must be positive, got {new_limit_s}")
+        minutes = -(-int(new_limit_s) // 60)
+        try:
+            await asyncio.to_thread(
+                self.commands.run, ["scontrol", "update", f"JobId={job_id}", f"TimeLimit={minutes}"]
+            )
+        except SlurmCommandError as exc:
+            raise WalltimeNotExtended(
+                f"SLURM did not extend job {job_id} to {minutes} min: {exc}",
+                transient=exc.transient,
+            ) from exc
 
     async def queue(self) -> list[QueueEntry]:
         entries = []

@@ -28,6 +28,7 @@ from tools.actuators.model import (
     QueueEntry,
     RequestRejected,
     SubmissionFailed,
+    WalltimeNotExtended,
 )
 from tools.actuators.state import NodePool
 
@@ -311,6 +312,14 @@ class TapisExecutor(Executor):
         if status.finished:
             return
         await self._call("POST", f"/v3/jobs/{job_id}/cancel")
+
+    async def extend_walltime(self, job_id: str, new_limit_s: int) -> None:
+        """The Tapis v3 Jobs API has no call to change a submitted job's
+        maxMinutes: callers fall back to resubmitting (the Re-scheduler)."""
+        raise WalltimeNotExtended(
+            f"Tapis cannot extend job {job_id!r} to {new_limit_s} s: the Jobs API has no "
+            "call to change a submitted job's maxMinutes (it is resubmitted instead)"
+        )
 
     async def _list(self) -> list[dict[str, Any]]:
         jobs = await self._call("GET", "/v3/jobs/list", params={"limit": -1, "listType": "ALL"})

@@ -9,7 +9,7 @@ import pytest
 
 from knowledge_base.records import JobState
 from tests.tools.actuators.conftest import Harness, long_job, quick_job
-from tools.actuators.model import JobNotFound, RequestRejected, SimulatedWork
+from tools.actuators.model import JobNotFound, RequestRejected, SimulatedWork, WalltimeNotExtended
 
 
 async def test_submitted_job_runs_to_completion(harness: Harness, workdir: Path) -> None:
@@ -140,3 +140,32 @@ async def test_cluster_state_counts_a_running_job_in_its_partitions_pool(
         assert abs((state.taken_at - harness.executor.now()).total_seconds()) < 60
     finally:
         await harness.executor.cancel(job_id)
+
+
+async def test_extend_walltime_raises_a_running_jobs_limit_in_place_or_says_it_cannot(
+    harness: Harness, workdir: Path
+) -> None:
+    job_id = await harness.executor.submit(long_job(workdir))
+    try:
+        await harness.running(job_id)
+        if harness.executor.backend == "tapis":  # the Jobs API cannot: a typed refusal
+            with pytest.raises(WalltimeNotExtended, match="maxMinutes") as refused:
+                await harness.executor.extend_walltime(job_id, 1200)
+            assert not refused.value.transient
+            return
+        await harness.executor.extend_walltime(job_id, 1200)
+        entries = {e.job_id: e for e in await harness.executor.queue()}
+        assert entries[job_id].time_limit_s == 1200  # same job id, new limit
+        assert entries[job_id].state is JobState.RUNNING
+    finally:
+        await harness.executor.cancel(job_id)
+
+
+async def test_extending_a_finished_job_is_refused_for_good(
+    harness: Harness, workdir: Path
+) -> None:
+    job_id = await harness.executor.submit(quick_job(workdir))
+    await harness.finished(job_id)
+    with pytest.raises(WalltimeNotExtended) as refused:
+        await harness.executor.extend_walltime(job_id, 600)
+    assert not refused.value.transient

@@ -15,7 +15,12 @@ import pytest
 
 from knowledge_base.records import JobState
 from tests.tools.actuators.conftest import Harness, long_job, quick_job
-from tools.actuators.model import JobRequest, RequestRejected, SubmissionFailed
+from tools.actuators.model import (
+    JobRequest,
+    RequestRejected,
+    SubmissionFailed,
+    WalltimeNotExtended,
+)
 from tools.actuators.slurm import SlurmExecutor, parse_jobcomp, render_sbatch
 from tools.actuators.slurm_commands import SlurmCommands
 
@@ -212,3 +217,27 @@ async def test_a_job_cancelled_while_pending_is_accounted_without_nodes(
     assert records[waiting].state is JobState.CANCELLED
     expected = 1 if records[waiting].source == "slurm sacct" else None
     assert records[waiting].requested_nodes == expected
+
+
+def _failing_scontrol(stderr: str) -> SlurmCommands:
+    """A runner whose every command prints ``stderr`` and exits 1, as scontrol does."""
+    script = f"echo {stderr!r} >&2; exit 1"
+    return SlurmCommands(prefix=["sh", "-c", script, "scontrol"])
+
+
+async def test_extend_is_transient_when_the_controller_does_not_answer() -> None:
+    executor = SlurmExecutor(
+        commands=_failing_scontrol("slurm_update error: Unable to contact slurm controller")
+    )
+    with pytest.raises(WalltimeNotExtended, match="Unable to contact") as refused:
+        await executor.extend_walltime("42", 600)
+    assert refused.value.transient
+
+
+async def test_extend_refused_for_rights_is_not_transient_and_names_the_minutes() -> None:
+    executor = SlurmExecutor(
+        commands=_failing_scontrol("slurm_update error: Access/permission denied")
+    )
+    with pytest.raises(WalltimeNotExtended, match="10 min.*permission denied") as refused:
+        await executor.extend_walltime("42", 541)
+    assert not refused.value.transient
