@@ -83,7 +83,7 @@ def _hand(jobs: list[tuple[int, int, int, int]], machine: int) -> Workload:
 
 def _starts(jobs: Workload, policy: PriorityPolicy | None) -> list[int]:
     start, _ = JobArrays.of(jobs).schedule(policy)
-    return start.tolist()
+    return [int(s) for s in start]
 
 
 def test_the_scores_pick_the_head_where_easy_takes_the_oldest() -> None:
