@@ -600,6 +600,7 @@ class ScheduleDecision(Payload):
         "next_segment",
         "more_memory",
         "longer_walltime",
+        "extend",
         "complete",
         "stop",
         "cancel",

@@ -59,6 +59,7 @@ from knowledge_base.records import (
 )
 
 __all__ = [
+    "Extend",
     "Finish",
     "JobEnd",
     "Limits",
@@ -71,6 +72,7 @@ __all__ = [
     "in_flight",
     "next_planned_walltime_s",
     "on_job_end",
+    "on_near_limit",
     "on_progress",
     "planned_segments",
     "resubmission",
@@ -107,6 +109,14 @@ class ReschedulePolicy(_Model):
     )
     min_seconds_for_divergence: float = Field(
         default=20, ge=0, description="... and after this long since the first progress line"
+    )
+    extend_in_place: bool = Field(
+        default=True,
+        description="Raise a running job's limit in place (up to its ceiling) near its end "
+        "instead of letting it time out and resubmitting it",
+    )
+    extend_margin_s: float = Field(
+        default=120, ge=0, description="Extend once a job has less than this left"
     )
 
 
@@ -157,6 +167,14 @@ class Replan(_Model):
     reason: str = Field(min_length=1)
     remaining_fraction: float = Field(gt=0, le=1)
     projected_run_s: float = Field(gt=0, description="The whole run at this job's pace")
+
+
+class Extend(_Model):
+    """Raise the running job's limit in place, same job id."""
+
+    from_s: int = Field(ge=1, description="Its limit now")
+    to_s: int = Field(ge=1, description="The limit to ask for")
+    reason: str = Field(min_length=1)
 
 
 # -- reading the ledger -----------------------------------------------------------------
@@ -319,7 +337,7 @@ def _longer_walltime(
     """A timeout with nothing to resume from: more walltime, where the partition allows."""
     assert plan.option is not None
     entry = entry_of(plan, end.job_id)
-    current = entry.walltime_s if entry is not None else plan.option.walltime_s
+    current = entry.limit_s if entry is not None else plan.option.walltime_s
     timeouts = _count(plan, JobState.TIMEOUT) + 1
     # A checkpointing workload lands here when it timed out before its first checkpoint.
     why = "made no progress to resume from" if checkpointable else "cannot checkpoint"
@@ -412,6 +430,46 @@ def on_job_end(
         status=PlanStatus.FAILED,
         reason=f"job {end.job_id} ended in state {state.value}: the batch system no longer "
         "knows it",
+    )
+
+
+def on_near_limit(
+    *,
+    job_elapsed_s: float,
+    limit_s: int,
+    ceiling_s: int | None,
+    tried: bool,
+    projected_run_s: float | None = None,
+    policy: ReschedulePolicy | None = None,
+) -> Extend | None:
+    """Extend a running job that is within ``extend_margin_s`` of its limit ``limit_s``
+    while its ceiling allows more; never past the ceiling, never twice from one limit
+    (``tried``: the ledger holds a raise or a refusal from ``limit_s``).
+
+    The new limit is the job's projected run (``projected_run_s``, from its own pace)
+    plus the margin, else the limit x ``walltime_growth``; at least one minute more,
+    rounded up to whole minutes (SLURM's unit), capped at the ceiling.
+    """
+    policy = policy or ReschedulePolicy()
+    if not policy.extend_in_place or ceiling_s is None or tried or limit_s >= ceiling_s:
+        return None
+    left_s = limit_s - job_elapsed_s
+    if left_s > policy.extend_margin_s:
+        return None
+    if projected_run_s is not None and projected_run_s > job_elapsed_s:
+        wanted = projected_run_s + policy.extend_margin_s
+        why = f"its pace projects {_time(projected_run_s)}"
+    else:
+        wanted = limit_s * policy.walltime_growth
+        why = f"no projection: x{policy.walltime_growth:g}"
+    wanted = max(wanted, limit_s + 60)
+    to_s = min(ceiling_s, math.ceil(wanted / 60) * 60)
+    return Extend(
+        from_s=limit_s,
+        to_s=to_s,
+        reason=f"still running after {_time(job_elapsed_s)}, {_time(max(0.0, left_s))} before "
+        f"its limit of {_time(limit_s)}; {why}: extended in place to {_time(to_s)} "
+        f"(the plan allows up to {_time(ceiling_s)})",
     )
 
 

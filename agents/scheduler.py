@@ -62,6 +62,7 @@ from agents.events import (
 )
 from agents.monitor import JobMonitor
 from agents.rescheduler import (
+    Extend,
     Finish,
     JobEnd,
     Limits,
@@ -73,6 +74,7 @@ from agents.rescheduler import (
     in_flight,
     next_planned_walltime_s,
     on_job_end,
+    on_near_limit,
     on_progress,
     planned_segments,
     resubmission,
@@ -91,11 +93,12 @@ from knowledge_base.records import (
     PlanStatus,
     ResourceEstimate,
     SegmentState,
+    WalltimeExtension,
 )
 from knowledge_base.store import KnowledgeBase
-from knowledge_base.workload import DNNTraining
+from knowledge_base.workload import DNNTraining, GenericJob
 from tools.actuators.base import Executor
-from tools.actuators.model import JobNotFound, JobRequest, SimulatedWork
+from tools.actuators.model import JobNotFound, JobRequest, SimulatedWork, WalltimeNotExtended
 from tools.actuators.monitor import Progress, parse_progress
 from tools.planning.builder import job_request
 from tools.planning.render import command_for
@@ -104,6 +107,7 @@ __all__ = [
     "CancelByName",
     "CancelJob",
     "Conclude",
+    "ExtendWalltime",
     "PlanRaced",
     "RecordJob",
     "RecordState",
@@ -179,7 +183,16 @@ class SchedulerObservation(Observation):
     """What the Scheduler knows when it decides: the plan, and what happened to which job."""
 
     kind: Literal[
-        "start", "running", "progress", "ended", "revise", "cancel", "closed", "rewatch", "ignore"
+        "start",
+        "running",
+        "progress",
+        "near_limit",
+        "ended",
+        "revise",
+        "cancel",
+        "closed",
+        "rewatch",
+        "ignore",
     ]
     plan: Plan | None = None
     purpose: Purpose = "workload"
@@ -194,6 +207,9 @@ class SchedulerObservation(Observation):
     replan_asked: bool = False
     job_elapsed_s: float | None = None
     job_walltime_s: int | None = None
+    job_ceiling_s: int | None = Field(default=None, description="The most the plan allows it")
+    extension_tried: bool = Field(default=False, description="The ledger has one from its limit")
+    projected_run_s: float | None = None
     replaced: bool = Field(default=False, description="The job ended after a re-plan took it")
     revision: PlanReplanDecided | None = None
     cancel: PlanCancelRequested | None = None
@@ -251,6 +267,17 @@ class Revise(Action):
     decision: PlanReplanDecided
     replaced: str | None = None
     about_job: str | None = None
+
+
+class ExtendWalltime(Action):
+    """Raise a running job's limit in place from ``from_s`` to ``to_s``; record it."""
+
+    plan_id: str
+    job_id: str
+    segment_index: int = Field(ge=0)
+    from_s: int = Field(ge=1)
+    to_s: int = Field(ge=1)
+    reason: str
 
 
 class CancelJob(Action):
@@ -487,14 +514,19 @@ class Scheduler(Agent[SchedulerObservation]):
         self, event: Envelope, payload: JobProgress
     ) -> SchedulerObservation | None:
         assert payload.plan_id is not None
-        if payload.fraction is None:
-            return None
         plan = await self._plan(payload.plan_id)
-        if plan is None or plan.estimate is None or plan.status.ended:
+        if plan is None or plan.status.ended:
             return None
         entry = entry_of(plan, payload.job_id)
         executor = self._executor(plan)
-        if entry is None or executor is None or _own_clock(executor, payload.unit):
+        if entry is None or executor is None:
+            return None
+        near = await self._sense_near_limit(event, plan, entry, executor, payload)
+        if near is not None:
+            return near
+        if payload.fraction is None or plan.estimate is None:
+            return None
+        if _own_clock(executor, payload.unit):
             return None
         # The executor's clock: a simulated cluster's time is not the wall clock.
         now = executor.now()
@@ -522,6 +554,48 @@ class Scheduler(Agent[SchedulerObservation]):
             replan_asked=asked or _ended(entry),
             job_elapsed_s=job_elapsed,
             job_walltime_s=entry.walltime_s,
+        )
+
+    async def _sense_near_limit(
+        self,
+        event: Envelope,
+        plan: Plan,
+        entry: CascadeSegment,
+        executor: Executor,
+        payload: JobProgress,
+    ) -> SchedulerObservation | None:
+        """A running job within the margin of its limit whose ceiling allows more."""
+        policy = self.config.policy
+        if not policy.extend_in_place or entry.ceiling_s is None:
+            return None
+        if entry.limit_s >= entry.ceiling_s or _extension_tried(entry):
+            return None
+        try:
+            status = await executor.status(payload.job_id)
+        except RightsizeError as exc:
+            if exc.transient:
+                raise  # the event is retried
+            return None
+        if status.state is not JobState.RUNNING or status.start_time is None:
+            return None
+        job_elapsed = max(0.0, (executor.now() - status.start_time).total_seconds())
+        if entry.limit_s - job_elapsed > policy.extend_margin_s:
+            return None
+        projected: float | None = None
+        # A job's own pace, where its progress is its own (no checkpoint to resume from).
+        own = not _checkpointable(plan) or _own_clock(executor, payload.unit)
+        if own and payload.fraction is not None and payload.fraction >= 0.05:
+            projected = job_elapsed / payload.fraction
+        return SchedulerObservation(
+            event=event,
+            kind="near_limit",
+            plan=plan,
+            job_id=payload.job_id,
+            job_elapsed_s=job_elapsed,
+            job_walltime_s=entry.limit_s,
+            job_ceiling_s=entry.ceiling_s,
+            extension_tried=_extension_tried(entry),
+            projected_run_s=projected,
         )
 
     async def _progress_of(self, executor: Executor, job_id: str) -> Progress | None:
@@ -726,6 +800,21 @@ class Scheduler(Agent[SchedulerObservation]):
         if observation.kind == "running":
             assert observation.job_id is not None
             return [RecordState(plan_id=plan.id, job_id=observation.job_id, state=JobState.RUNNING)]
+        if observation.kind == "near_limit":
+            assert observation.job_id is not None and observation.job_elapsed_s is not None
+            assert observation.job_walltime_s is not None
+            entry = entry_of(plan, observation.job_id)
+            extend = on_near_limit(
+                job_elapsed_s=observation.job_elapsed_s,
+                limit_s=observation.job_walltime_s,
+                ceiling_s=observation.job_ceiling_s,
+                tried=observation.extension_tried,
+                projected_run_s=observation.projected_run_s,
+                policy=self.config.policy,
+            )
+            if extend is None or entry is None:
+                return []
+            return [_extend_action(plan, observation.job_id, entry.index, extend)]
         if observation.kind == "progress":
             if observation.replan_asked or plan.estimate is None:
                 return []
@@ -930,6 +1019,8 @@ class Scheduler(Agent[SchedulerObservation]):
                 emits.extend(await self._replan(action))
             elif isinstance(action, Revise):
                 emits.extend(await self._revise(action))
+            elif isinstance(action, ExtendWalltime):
+                emits.extend(await self._extend(action))
             elif isinstance(action, CancelJob):
                 await self._cancel(action)
             elif isinstance(action, CancelByName):
@@ -965,6 +1056,8 @@ class Scheduler(Agent[SchedulerObservation]):
             return self._submitted_events(plan, action, existing.job_id)
         job_id: str | None = None
         if existing is None:
+            limits = await self._limits(plan)
+            ceiling = _ceiling_s(plan, action.walltime_s, limits.max_walltime_s if limits else None)
 
             def intend(plan: Plan) -> Plan | None:
                 if plan.status.ended:
@@ -977,6 +1070,7 @@ class Scheduler(Agent[SchedulerObservation]):
                     index=action.segment_index,
                     walltime_s=action.walltime_s,
                     state=SegmentState.SUBMITTING,
+                    ceiling_s=ceiling,
                 )
                 return plan.model_copy(
                     update={"segments": [*plan.segments, intent], "option": option}
@@ -1229,6 +1323,64 @@ class Scheduler(Agent[SchedulerObservation]):
             )
         ]
 
+    async def _extend(self, action: ExtendWalltime) -> list[Emit]:
+        """Ask the executor to raise the job's limit; record the raise (or the refusal)
+        in the ledger once. A transient failure (controller down) leaves the plan as it
+        was and raises, so the event is retried; a refusal is recorded and the job times
+        out as before (the Re-scheduler resubmits it)."""
+        plan = await self.kb.get_plan(action.plan_id)
+        entry = entry_of(plan, action.job_id)
+        if plan.status.ended or entry is None or entry.state is None or entry.state.ended:
+            return []
+        if _extension_tried(entry, action.from_s):
+            return []  # a redelivered event: done (or refused) already
+        assert plan.option is not None
+        executor = self.executors[plan.option.system]
+        refused: str | None = None
+        try:
+            await executor.extend_walltime(action.job_id, action.to_s)
+        except WalltimeNotExtended as exc:
+            if exc.transient:
+                log.warning("plan %s: job %s not extended yet: %s", plan.id, action.job_id, exc)
+                raise
+            refused = str(exc)
+            log.warning(
+                "plan %s: job %s not extended (the Re-scheduler takes over if it times out): %s",
+                plan.id,
+                action.job_id,
+                exc,
+            )
+        extension = WalltimeExtension(
+            from_s=action.from_s, to_s=action.to_s, at=executor.now(), refused=refused
+        )
+
+        def record(stored: Plan) -> Plan | None:
+            segment = entry_of(stored, action.job_id)
+            if segment is None or _extension_tried(segment, action.from_s):
+                return None
+            updated = segment.model_copy(update={"extensions": [*segment.extensions, extension]})
+            segments = [updated if s is segment else s for s in stored.segments]
+            return stored.model_copy(update={"segments": segments})
+
+        plan = await update_plan(self.kb, action.plan_id, record)
+        if refused is not None:
+            return []
+        return [
+            Emit(
+                payload=ScheduleDecision(
+                    plan_id=plan.id,
+                    action="extend",
+                    reason=action.reason,
+                    job_id=action.job_id,
+                    segment_index=action.segment_index,
+                    attempt=max(1, attempts_of(plan, action.segment_index)),
+                    partition=plan.option.partition if plan.option else None,
+                    walltime_s=action.to_s,
+                ),
+                correlation_id=plan.id,
+            )
+        ]
+
     async def _cancel(self, action: CancelJob) -> None:
         plan = await self.kb.get_plan(action.plan_id)
         executor = self._executor(plan)
@@ -1343,6 +1495,36 @@ class Scheduler(Agent[SchedulerObservation]):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+
+def _extension_tried(entry: CascadeSegment, from_s: int | None = None) -> bool:
+    """Whether the ledger holds a raise or a refusal from ``from_s`` (default: the
+    job's limit now): one limit is extended at most once, redeliveries included."""
+    limit = entry.limit_s if from_s is None else from_s
+    return any(e.from_s == limit for e in entry.extensions)
+
+
+def _extend_action(plan: Plan, job_id: str, index: int, extend: Extend) -> ExtendWalltime:
+    return ExtendWalltime(
+        plan_id=plan.id,
+        job_id=job_id,
+        segment_index=index,
+        from_s=extend.from_s,
+        to_s=extend.to_s,
+        reason=extend.reason,
+    )
+
+
+def _ceiling_s(plan: Plan, walltime_s: int, max_walltime_s: int | None) -> int | None:
+    """The most a job of ``plan`` may be extended to in place: the user's own walltime
+    request (a generic job's), capped at the partition's MaxTime; without a request,
+    the partition's MaxTime. None when neither is known."""
+    workload = plan.spec.workload
+    asked = workload.walltime_s if isinstance(workload, GenericJob) else None
+    bounds = [b for b in (asked, max_walltime_s) if b is not None]
+    if not bounds:
+        return None
+    return max(walltime_s, min(bounds))
 
 
 def _replan_key(plan: Plan, entry: CascadeSegment) -> str:

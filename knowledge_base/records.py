@@ -33,6 +33,7 @@ __all__ = [
     "ProfileStatus",
     "ResourceEstimate",
     "SegmentState",
+    "WalltimeExtension",
     "utc_now",
 ]
 
@@ -182,17 +183,39 @@ class SegmentState(StrEnum):
         return self not in (SegmentState.SUBMITTING,) and JobState(self.value).ended
 
 
+class WalltimeExtension(_Model):
+    """One raise of a running job's time limit in place (same job id), or its refusal."""
+
+    from_s: DurationS = Field(gt=0, description="The job's limit before")
+    to_s: DurationS = Field(gt=0, description="The limit asked for")
+    at: datetime
+    refused: str | None = Field(
+        default=None, description="Why the batch system did not raise it (then from_s holds)"
+    )
+
+
 class CascadeSegment(_Model):
     """One job of a checkpointed chain that together runs past a partition's limit.
 
     In a plan's ledger: a planned segment has neither ``job_id`` nor ``state``; a
     submission has a ``state`` (and its ``job_id`` once the batch system gave one).
+    A submission's ``walltime_s`` is the limit it was submitted with; ``ceiling_s`` the
+    most the plan lets its limit be raised to in place (the user's own request or the
+    partition's MaxTime), and ``extensions`` each raise (or refusal) so far.
     """
 
     index: int = Field(ge=0)
     walltime_s: DurationS = Field(gt=0)
     job_id: str | None = None
     state: SegmentState | None = None
+    ceiling_s: DurationS | None = Field(default=None, gt=0)
+    extensions: list[WalltimeExtension] = Field(default_factory=list)
+
+    @property
+    def limit_s(self) -> int:
+        """The job's time limit now: the last raise that took, else its request."""
+        granted = [e.to_s for e in self.extensions if e.refused is None]
+        return granted[-1] if granted else self.walltime_s
 
 
 class PlanStatus(StrEnum):

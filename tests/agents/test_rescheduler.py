@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from datetime import UTC, datetime
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +17,7 @@ from agents.rescheduler import (
     ReschedulePolicy,
     as_of,
     on_job_end,
+    on_near_limit,
     on_progress,
     resubmission,
     revise,
@@ -29,6 +31,7 @@ from knowledge_base.records import (
     PlanRevision,
     PlanStatus,
     SegmentState,
+    WalltimeExtension,
 )
 from tests.agents.harness import dnn_spec, generic_spec, make_plan
 
@@ -341,3 +344,65 @@ def test_only_the_job_in_flight_or_one_a_replan_took_is_replaced() -> None:
     assert resubmission(running, "1", checkpointable=True) is None  # ended on its own
     taken = with_jobs(plan, (1, "2", SegmentState.REPLANNED, 60), (2, "3", "pending", 60))
     assert resubmission(taken, "2", checkpointable=True) == (2, 1)  # the same answer again
+
+
+# -- extending in place near the limit ------------------------------------------------------
+
+
+def test_a_job_far_from_its_limit_is_not_extended() -> None:
+    assert on_near_limit(job_elapsed_s=100, limit_s=600, ceiling_s=3600, tried=False) is None
+
+
+def test_a_job_near_its_limit_is_extended_to_its_projection_in_whole_minutes() -> None:
+    extend = on_near_limit(
+        job_elapsed_s=500, limit_s=600, ceiling_s=3600, tried=False, projected_run_s=900
+    )
+    assert extend is not None
+    assert (extend.from_s, extend.to_s) == (600, 1020)  # 900 + the 120 s margin
+    assert "projects 15 min" in extend.reason and "up to 60 min" in extend.reason
+
+
+def test_without_a_projection_the_limit_grows_by_the_walltime_growth() -> None:
+    extend = on_near_limit(job_elapsed_s=500, limit_s=600, ceiling_s=3600, tried=False)
+    assert extend is not None and extend.to_s == 1200
+
+
+def test_an_extension_never_passes_the_ceiling() -> None:
+    extend = on_near_limit(
+        job_elapsed_s=590, limit_s=600, ceiling_s=700, tried=False, projected_run_s=5000
+    )
+    assert extend is not None and extend.to_s == 700
+
+
+def test_no_extension_at_the_ceiling_once_tried_without_a_ceiling_or_when_turned_off() -> None:
+    def near(ceiling_s: int | None, tried: bool, policy: ReschedulePolicy | None = None) -> bool:
+        found = on_near_limit(
+            job_elapsed_s=590, limit_s=600, ceiling_s=ceiling_s, tried=tried, policy=policy
+        )
+        return found is not None
+
+    assert near(3600, tried=False)
+    assert not near(600, tried=False)
+    assert not near(3600, tried=True)
+    assert not near(None, tried=False)
+    assert not near(3600, tried=False, policy=ReschedulePolicy(extend_in_place=False))
+
+
+def test_a_timeout_after_an_extension_grows_from_the_extended_limit() -> None:
+    plan = make_plan("p-ext", generic_spec(), partition="batch", walltime_s=60)
+    extended = CascadeSegment(
+        index=0,
+        walltime_s=60,
+        job_id="1",
+        state=SegmentState.RUNNING,
+        ceiling_s=120,
+        extensions=[WalltimeExtension(from_s=60, to_s=120, at=datetime(2026, 1, 1, tzinfo=UTC))],
+    )
+    plan = plan.model_copy(update={"segments": [extended]})
+    outcome = on_job_end(
+        plan,
+        JobEnd(job_id="1", state=JobState.TIMEOUT),
+        limits=Limits(where="c/batch", max_memory_mb=4096, max_walltime_s=600),
+        checkpointable=False,
+    )
+    assert isinstance(outcome, NextJob) and outcome.walltime_s == 240
