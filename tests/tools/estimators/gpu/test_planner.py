@@ -49,24 +49,3 @@ def test_mixed_precision_and_cpu_options_fall_through_with_a_reason() -> None:
     assert isinstance(amp, NoEstimate) and "mixed precision" in amp.reason
     cpu = _gpu_candidate(gpus=0)
     assert isinstance(estimator.estimate(_workload(), cpu), NoEstimate)
-
-
-async def test_the_planner_chain_answers_gpu_options_with_the_per_operator_model(
-    tmp_path: Path,
-) -> None:
-    from knowledge_base.sqlite import SQLiteKnowledgeBase
-    from knowledge_base.workload import Goals, WorkloadSpec
-    from tools.planning.chain import EstimatorChain
-    from tools.planning.estimation import estimate_first
-
-    kb = SQLiteKnowledgeBase(tmp_path / "kb.db")
-    try:
-        spec = WorkloadSpec(name="r18", user="alice", workload=_workload(), goals=Goals())
-        candidate = _gpu_candidate()
-        catalog = Catalog.model_validate_json(CATALOG.read_text())
-        chain = await EstimatorChain(kb).estimators(spec, catalog)
-        answer = estimate_first(chain, spec.workload, candidate)
-    finally:
-        await kb.close()
-    assert isinstance(answer, ResourceEstimate)
-    assert answer.estimator_id.startswith("gpu-opcost-"), answer.estimator_id
