@@ -111,9 +111,10 @@ class ReschedulePolicy(_Model):
         default=20, ge=0, description="... and after this long since the first progress line"
     )
     extend_in_place: bool = Field(
-        default=True,
+        default=False,
         description="Raise a running job's limit in place (up to its ceiling) near its end "
-        "instead of letting it time out and resubmitting it",
+        "instead of letting it time out and resubmitting it; off unless the center gave "
+        "Rightsize the rights (SLURM: AdminLevel=Operator), see docs/actuators.md",
     )
     extend_margin_s: float = Field(
         default=120, ge=0, description="Extend once a job has less than this left"

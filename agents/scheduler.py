@@ -553,7 +553,7 @@ class Scheduler(Agent[SchedulerObservation]):
             fraction_now=payload.fraction,
             replan_asked=asked or _ended(entry),
             job_elapsed_s=job_elapsed,
-            job_walltime_s=entry.walltime_s,
+            job_walltime_s=_reachable_limit_s(entry, self.config.policy),
         )
 
     async def _sense_near_limit(
@@ -1502,6 +1502,15 @@ def _extension_tried(entry: CascadeSegment, from_s: int | None = None) -> bool:
     job's limit now): one limit is extended at most once, redeliveries included."""
     limit = entry.limit_s if from_s is None else from_s
     return any(e.from_s == limit for e in entry.extensions)
+
+
+def _reachable_limit_s(entry: CascadeSegment, policy: ReschedulePolicy) -> int:
+    """The limit a job can still reach: its ceiling while extensions are on and none was
+    refused (a job that will be extended is not behind its walltime), else its limit."""
+    refused = any(e.refused is not None for e in entry.extensions)
+    if policy.extend_in_place and entry.ceiling_s is not None and not refused:
+        return max(entry.limit_s, entry.ceiling_s)
+    return entry.limit_s
 
 
 def _extend_action(plan: Plan, job_id: str, index: int, extend: Extend) -> ExtendWalltime:

@@ -348,14 +348,19 @@ def test_only_the_job_in_flight_or_one_a_replan_took_is_replaced() -> None:
 
 # -- extending in place near the limit ------------------------------------------------------
 
+ON = ReschedulePolicy(extend_in_place=True)
+
 
 def test_a_job_far_from_its_limit_is_not_extended() -> None:
-    assert on_near_limit(job_elapsed_s=100, limit_s=600, ceiling_s=3600, tried=False) is None
+    assert (
+        on_near_limit(job_elapsed_s=100, limit_s=600, ceiling_s=3600, tried=False, policy=ON)
+        is None
+    )
 
 
 def test_a_job_near_its_limit_is_extended_to_its_projection_in_whole_minutes() -> None:
     extend = on_near_limit(
-        job_elapsed_s=500, limit_s=600, ceiling_s=3600, tried=False, projected_run_s=900
+        job_elapsed_s=500, limit_s=600, ceiling_s=3600, tried=False, projected_run_s=900, policy=ON
     )
     assert extend is not None
     assert (extend.from_s, extend.to_s) == (600, 1020)  # 900 + the 120 s margin
@@ -363,28 +368,32 @@ def test_a_job_near_its_limit_is_extended_to_its_projection_in_whole_minutes() -
 
 
 def test_without_a_projection_the_limit_grows_by_the_walltime_growth() -> None:
-    extend = on_near_limit(job_elapsed_s=500, limit_s=600, ceiling_s=3600, tried=False)
+    extend = on_near_limit(job_elapsed_s=500, limit_s=600, ceiling_s=3600, tried=False, policy=ON)
     assert extend is not None and extend.to_s == 1200
 
 
 def test_an_extension_never_passes_the_ceiling() -> None:
     extend = on_near_limit(
-        job_elapsed_s=590, limit_s=600, ceiling_s=700, tried=False, projected_run_s=5000
+        job_elapsed_s=590, limit_s=600, ceiling_s=700, tried=False, projected_run_s=5000, policy=ON
     )
     assert extend is not None and extend.to_s == 700
 
 
+def test_extension_is_off_by_default() -> None:
+    assert on_near_limit(job_elapsed_s=590, limit_s=600, ceiling_s=3600, tried=False) is None
+
+
 def test_no_extension_at_the_ceiling_once_tried_without_a_ceiling_or_when_turned_off() -> None:
-    def near(ceiling_s: int | None, tried: bool, policy: ReschedulePolicy | None = None) -> bool:
+    def near(ceiling_s: int | None, tried: bool, policy: ReschedulePolicy = ON) -> bool:
         found = on_near_limit(
             job_elapsed_s=590, limit_s=600, ceiling_s=ceiling_s, tried=tried, policy=policy
         )
         return found is not None
 
-    assert near(3600, tried=False)
-    assert not near(600, tried=False)
+    assert near(3600, tried=False, policy=ON)
+    assert not near(600, tried=False, policy=ON)
     assert not near(3600, tried=True)
-    assert not near(None, tried=False)
+    assert not near(None, tried=False, policy=ON)
     assert not near(3600, tried=False, policy=ReschedulePolicy(extend_in_place=False))
 
 

@@ -392,8 +392,7 @@ async def test_a_resubmit_decision_for_a_job_that_already_ended_replaces_nothing
     center: MiniCenter,
 ) -> None:
     """The job timed out and the Re-scheduler resubmitted it before the decision came."""
-    no_extension = ReschedulePolicy(extend_in_place=False)  # it must time out here
-    scheduler = await start_scheduler(center, behaving(run_s=100), policy=no_extension)
+    scheduler = await start_scheduler(center, behaving(run_s=100))
     plan = make_plan("plan-late", generic_spec(), partition="batch", walltime_s=60)
     first = await _running(center, scheduler, plan)
 
@@ -633,6 +632,9 @@ async def test_on_real_slurm_an_oom_kill_is_resubmitted_with_more_memory(
 # -- extending a running job's limit in place (issue 17 item 4) ------------------------------
 
 
+EXTENDING = ReschedulePolicy(extend_in_place=True)
+
+
 def _cause(plan: Plan) -> Envelope:
     return Envelope.of(PlanApproved(plan=plan), source="test", correlation_id=plan.id)
 
@@ -649,7 +651,7 @@ def _long_spec(walltime_s: int) -> WorkloadSpec:
 async def test_a_job_outliving_its_predicted_walltime_is_extended_in_place_and_completes(
     center: MiniCenter,
 ) -> None:
-    scheduler = await start_scheduler(center, behaving(run_s=100))
+    scheduler = await start_scheduler(center, behaving(run_s=100), policy=EXTENDING)
     plan = make_plan("plan-extend", _long_spec(600), partition="batch", walltime_s=60)
 
     final = await run_plan(center, scheduler, plan)
@@ -669,7 +671,7 @@ async def test_a_job_outliving_its_predicted_walltime_is_extended_in_place_and_c
 async def test_an_extension_never_passes_the_users_request_and_then_the_rescheduler_takes_over(
     center: MiniCenter,
 ) -> None:
-    scheduler = await start_scheduler(center, behaving(run_s=200))
+    scheduler = await start_scheduler(center, behaving(run_s=200), policy=EXTENDING)
     plan = make_plan("plan-ceiling", _long_spec(120), partition="batch", walltime_s=60)
 
     final = await run_plan(center, scheduler, plan)
@@ -692,7 +694,7 @@ async def test_a_refused_extension_is_recorded_once_and_the_timeout_is_resubmitt
         raise WalltimeNotExtended("Access/permission denied")
 
     monkeypatch.setattr(center.cluster, "extend_walltime", refuse)
-    scheduler = await start_scheduler(center, behaving(run_s=100))
+    scheduler = await start_scheduler(center, behaving(run_s=100), policy=EXTENDING)
     plan = make_plan("plan-refused", _long_spec(600), partition="batch", walltime_s=60)
 
     final = await run_plan(center, scheduler, plan)
@@ -712,7 +714,7 @@ async def test_a_refused_extension_is_recorded_once_and_the_timeout_is_resubmitt
 async def test_a_transient_extension_failure_keeps_the_plan_and_is_retried(
     center: MiniCenter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    late = ReschedulePolicy(extend_margin_s=10)  # nothing extended while it starts
+    late = ReschedulePolicy(extend_in_place=True, extend_margin_s=10)  # not while it starts
     scheduler = await start_scheduler(center, behaving(run_s=100), policy=late)
     plan = make_plan("plan-flaky", _long_spec(600), partition="batch", walltime_s=60)
     job_id = await _running(center, scheduler, plan)
@@ -737,3 +739,82 @@ async def test_a_transient_extension_failure_keeps_the_plan_and_is_retried(
     assert [(e.from_s, e.to_s) for e in job.extensions] == [(60, 180)]
     entries = {e.job_id: e for e in await center.cluster.queue()}
     assert entries[job_id].time_limit_s == 180
+
+
+@pytest.mark.slurm
+async def test_on_real_slurm_a_job_outliving_its_prediction_is_extended_and_completes(
+    tmp_path: Path, slurm_cluster: dict[str, str]
+) -> None:
+    """Predicted 1 min, runs 90 s: scontrol raises its limit, same job id, nothing resubmitted."""
+    import asyncio
+
+    from knowledge_base.catalog import Catalog
+    from knowledge_base.importers.slurm import import_slurm_system
+    from knowledge_base.records import PlanOption
+    from tools.actuators.slurm import SlurmExecutor
+    from tools.actuators.slurm_commands import SlurmCommands
+
+    system = import_slurm_system("local", "lab", SlurmCommands())
+    workdir = tmp_path / "jobs"
+    workdir.mkdir()
+    os.chmod(workdir, 0o777)
+    command = (
+        'for i in $(seq 1 30); do echo "RIGHTSIZE_PROGRESS second=$((i * 3))/90"; sleep 3; done'
+    )
+    spec = WorkloadSpec(
+        name="outlives",
+        user="root",
+        workload=GenericJob(application=command, nodes=1, cores=1, walltime_s=240),
+    )
+    plan = Plan(
+        id="plan-slurm-extend",
+        user="root",
+        spec=spec,
+        option=PlanOption(
+            system="local",
+            partition="batch",
+            nodes=1,
+            cores_per_node=1,
+            memory_mb=256,
+            walltime_s=60,
+        ),
+        segments=[CascadeSegment(index=0, walltime_s=60)],
+    )
+    async with MiniCenter(tmp_path) as center:
+        await center.kb.put_catalog(Catalog(systems=[system]))
+        executor = SlurmExecutor(system=system, output_dir=workdir)
+        scheduler = Scheduler(
+            center.kb,
+            {"local": executor},
+            center.bus,
+            SchedulerConfig(
+                work_dir=workdir,
+                poll_interval_s=2,
+                policy=ReschedulePolicy(extend_in_place=True, extend_margin_s=40),  # after ~20 s
+            ),
+        )
+        await center.start(scheduler)
+        await center.publish(PlanApproved(plan=plan), plan.id)
+        await center.settle()
+
+        async def over() -> Plan | None:
+            stored = await center.kb.get_plan(plan.id)
+            done = (PlanStatus.COMPLETED, PlanStatus.FAILED)
+            return stored if stored.status in done else None
+
+        async def step() -> None:
+            await asyncio.sleep(2)
+            await scheduler.monitors["local"].poll_once()
+            await center.settle()
+
+        final: Plan = await until(over, step, steps=75, what="the extended plan over")
+        decisions = await center.recorder.of(ScheduleDecision)
+        submissions = await center.recorder.of(JobSubmitted)
+    assert final.status is PlanStatus.COMPLETED, final.reason
+    [job] = [s for s in final.segments if s.job_id]  # one job: nothing resubmitted
+    assert job.state == "completed" and job.walltime_s == 60
+    [extension] = job.extensions
+    assert extension.refused is None and extension.from_s == 60 and 90 < extension.to_s <= 240
+    assert [d.action for d in decisions] == ["submit", "extend", "complete"]
+    assert decisions[1].job_id == job.job_id
+    assert [s.job_id for s in submissions] == [job.job_id]
