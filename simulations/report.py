@@ -14,11 +14,19 @@ import matplotlib
 matplotlib.use("Agg")  # files only; no display here or in CI
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from simulations.metrics import bounded_slowdown
 from simulations.replay import Schedule
 
-__all__ = ["SCHEDULE_COLUMNS", "schedule_label", "write_report", "write_schedule_csv"]
+__all__ = [
+    "SCHEDULE_COLUMNS",
+    "coincidence_note",
+    "schedule_label",
+    "write_report",
+    "write_schedule_csv",
+]
 
 SCHEDULE_COLUMNS = (
     "job_id",
@@ -42,6 +50,56 @@ def schedule_label(schedule: Schedule) -> str:
 
 
 _label = schedule_label
+
+# One line style per estimate kind, one colour per policy (and backfill order): runs that
+# share a policy differ by style, runs that share an estimate by colour.
+_STYLES = {"user": "-", "last2": "--", "model": ":", "exact": "-."}
+_EXTRA_STYLES = ((0, (5, 1, 1, 1)), (0, (1, 2)), (0, (8, 3)))
+
+
+def _styles(schedules: list[Schedule]) -> list[dict[str, object]]:
+    colours = plt.get_cmap("tab10")
+    policies: dict[str, int] = {}
+    extra: dict[str, int] = {}
+    styles: list[dict[str, object]] = []
+    for s in schedules:
+        r = s.result
+        policy = r.policy if r.order == "fcfs" else f"{r.policy}-{r.order}"
+        colour = colours(policies.setdefault(policy, len(policies)) % 10)
+        style: object = _STYLES.get(r.estimate)
+        if style is None:
+            index = extra.setdefault(r.estimate, len(extra))
+            style = _EXTRA_STYLES[index % len(_EXTRA_STYLES)]
+        styles.append({"color": colour, "linestyle": style, "label": _label(s)})
+    return styles
+
+
+def coincidence_note(schedules: list[Schedule]) -> str | None:
+    """Why ``user`` and ``last2`` draw the same line, when they do: no user ids in the trace.
+
+    EASY++'s last-2 averages a user's two previous run times; without user ids it has no
+    history to average and falls back to the request, which is the ``user`` estimate.
+    """
+    estimates = {s.result.estimate for s in schedules}
+    if not {"user", "last2"} <= estimates:
+        return None
+    if any(bool((s.workload.user >= 0).any()) for s in schedules):
+        return None
+    return (
+        "user and last2 coincide: the trace has no user ids, so last2 (a user's last two "
+        "run times) falls back to the request"
+    )
+
+
+def _finish(fig: Figure, ax: Axes, path: Path, note: str | None) -> None:
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize="small")
+    if note:
+        fig.text(0.01, 0.01, note, fontsize="small", ha="left", va="bottom", wrap=True)
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+    else:
+        fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
 
 
 def write_schedule_csv(schedule: Schedule, path: str | Path) -> Path:
@@ -96,49 +154,42 @@ def write_report(schedules: list[Schedule], directory: str | Path) -> Path:
         "bsld.png": "Bounded slowdown distribution",
         "utilization.png": "Utilization over time",
     }
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for s in schedules:
+    styles = _styles(schedules)
+    note = coincidence_note(schedules)
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for s, style in zip(schedules, styles, strict=True):
         wait_h = np.sort(s.wait_s / 3600.0)
-        ax.plot(wait_h, np.linspace(0, 1, wait_h.size), label=_label(s))
+        ax.plot(wait_h, np.linspace(0, 1, wait_h.size), **style)  # type: ignore[arg-type]
     ax.set(
         xscale="symlog", xlabel="wait (hours)", ylabel="fraction of jobs", title=figures["wait.png"]
     )
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "wait.png", dpi=110)
-    plt.close(fig)
+    _finish(fig, ax, out / "wait.png", note)
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for s in schedules:
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for s, style in zip(schedules, styles, strict=True):
         bsld = np.sort(
             bounded_slowdown(s.wait_s.astype(float), (s.end_s - s.start_s).astype(float))
         )
-        ax.plot(bsld, np.linspace(0, 1, bsld.size), label=_label(s))
+        ax.plot(bsld, np.linspace(0, 1, bsld.size), **style)  # type: ignore[arg-type]
     ax.set(
         xscale="log",
         xlabel="bounded slowdown",
         ylabel="fraction of jobs",
         title=figures["bsld.png"],
     )
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "bsld.png", dpi=110)
-    plt.close(fig)
+    _finish(fig, ax, out / "bsld.png", note)
 
-    fig, ax = plt.subplots(figsize=(9, 4))
-    for s in schedules:
+    fig, ax = plt.subplots(figsize=(11, 4))
+    for s, style in zip(schedules, styles, strict=True):
         days, busy = _utilization_series(s)
-        ax.plot(days, busy, label=_label(s), linewidth=0.8)
+        ax.plot(days, busy, linewidth=0.8, **style)  # type: ignore[arg-type]
     ax.set(
         xlabel="days since the first job",
         ylabel="utilization",
         ylim=(0, 1.05),
         title=figures["utilization.png"],
     )
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "utilization.png", dpi=110)
-    plt.close(fig)
+    _finish(fig, ax, out / "utilization.png", note)
 
     keys = [
         "jobs",
@@ -170,7 +221,9 @@ def write_report(schedules: list[Schedule], directory: str | Path) -> Path:
         "<!doctype html><meta charset='utf-8'><title>Rightsize replay</title>"
         "<style>body{font-family:sans-serif;margin:2em}td,th{padding:.3em .8em;"
         "text-align:right;border-bottom:1px solid #ddd}</style>"
-        f"<h1>Replay of {trace}</h1><table><tr>{header}</tr>{''.join(rows)}</table>{images}"
+        f"<h1>Replay of {trace}</h1>"
+        + (f"<p><b>Note:</b> {html.escape(note)}</p>" if note else "")
+        + f"<table><tr>{header}</tr>{''.join(rows)}</table>{images}"
     )
     (out / "index.html").write_text(page, encoding="utf-8")
     return out / "index.html"
