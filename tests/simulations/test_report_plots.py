@@ -28,7 +28,7 @@ def _workload(users: list[int]) -> Workload:
 
 def _runs(users: list[int]) -> list[Schedule]:
     return [
-        replay(_workload(users), policy=policy, estimate=estimate)  # type: ignore[arg-type]
+        replay(_workload(users), policy=policy, estimate=estimate)
         for policy in ("easy", "conservative")
         for estimate in ("user", "last2")
     ]
