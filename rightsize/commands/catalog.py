@@ -23,6 +23,7 @@ from knowledge_base.importers.tapis import export_tapis_system, read_tapis_syste
 from knowledge_base.seed import load_seed_catalog, system_from_hardware
 from knowledge_base.store import KnowledgeBase
 from rightsize.output import console, emit, fail
+from rightsize.progress import progress
 from rightsize.settings import Settings
 from rightsize.wiring import knowledge_base
 from tools.actuators.slurm_commands import SlurmCommands
@@ -190,7 +191,8 @@ def _apply(build: Callable[[Catalog], Catalog], source: str, as_json: bool) -> N
         await kb.put_catalog(after)
         return before, after
 
-    before, after = _with_kb(action, as_json)
+    with progress("storing the catalog", quiet=as_json):
+        before, after = _with_kb(action, as_json)
     _summary(before, after, source, as_json)
 
 
@@ -205,7 +207,11 @@ def import_tapis(
     if name is not None and len(files) > 1:
         fail(InvalidInputError("--name applies to one file only", field="--name", value=name))
     try:
-        systems = [read_tapis_system(f, name=name, center=center) for f in files]
+        with progress("reading Tapis systems", total=len(files), quiet=as_json) as steps:
+            systems = []
+            for f in files:
+                systems.append(read_tapis_system(f, name=name, center=center))
+                steps.advance()
     except RightsizeError as error:
         fail(error, as_json)
     seen: dict[str, Path] = {}
@@ -252,7 +258,8 @@ def import_queues(
 ) -> None:
     """Queue limits (iScheduler format) over the catalog's partitions."""
     try:
-        imported = read_queue_limits(file)
+        with progress(f"reading {file}", quiet=as_json):
+            imported = read_queue_limits(file)
     except RightsizeError as error:
         fail(error, as_json)
     _apply(
@@ -284,9 +291,10 @@ def import_slurm(
             highlight=False,
         )
     try:
-        system = import_slurm_system(
-            name, KNOWN_CENTERS.get(name, center), SlurmCommands(timeout_s=timeout_s)
-        )
+        with progress("asking SLURM for its partitions and nodes", quiet=as_json):
+            system = import_slurm_system(
+                name, KNOWN_CENTERS.get(name, center), SlurmCommands(timeout_s=timeout_s)
+            )
     except RightsizeError as error:
         fail(error, as_json)
     _apply(lambda c: c.with_system(system), f"slurm ({name})", as_json)
@@ -300,8 +308,9 @@ def import_hardware(
 ) -> None:
     """A system from a hardware file alone (node types and its published queue table)."""
     try:
-        hardware = read_hardware(file)
-        systems = [system_from_hardware(hardware, name, str(file)) for name in system]
+        with progress(f"reading {file}", quiet=as_json):
+            hardware = read_hardware(file)
+            systems = [system_from_hardware(hardware, name, str(file)) for name in system]
     except RightsizeError as error:
         fail(error, as_json)
 
@@ -320,8 +329,9 @@ def import_catalog(
 ) -> None:
     """Replace the whole catalog with a native catalog file."""
     try:
-        data: Any = load_json(file)
-        catalog = _validate_catalog(data, str(file))
+        with progress(f"reading {file}", quiet=as_json):
+            data: Any = load_json(file)
+            catalog = _validate_catalog(data, str(file))
     except RightsizeError as error:
         fail(error, as_json)
     _apply(lambda _: catalog, str(file), as_json)

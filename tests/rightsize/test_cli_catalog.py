@@ -140,3 +140,35 @@ def test_catalog_import_slurm_names_the_cluster_as_the_center_runs_it(
     other = runner.invoke(app, ["catalog", "import", "slurm", "--name", "mycluster"])
     assert other.exit_code == 0, other.output
     assert "RIGHTSIZE_LOCAL_SYSTEM=mycluster" in " ".join(other.stdout.split())
+
+
+def test_imports_show_progress_for_people_and_none_under_json(
+    shared_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import contextlib
+    from collections.abc import Iterator
+
+    import rightsize.commands.catalog as catalog_command
+    from rightsize.progress import progress as real_progress
+
+    shown: list[tuple[str, float | None, bool]] = []
+
+    @contextlib.contextmanager
+    def recording(
+        description: str, *, total: float | None = None, quiet: bool = False
+    ) -> Iterator[object]:
+        shown.append((description, total, quiet))
+        with real_progress(description, total=total, quiet=quiet) as steps:
+            yield steps
+
+    monkeypatch.setattr(catalog_command, "progress", recording)
+    tapis = sorted(str(p) for p in (shared_data / "centers" / "tapis_systems").glob("*.json"))
+    result = runner.invoke(app, ["catalog", "import", "tapis", *tapis])
+    assert result.exit_code == 0, result.output
+    assert ("reading Tapis systems", len(tapis), False) in shown
+    assert any(d.startswith("storing the catalog") and not q for d, _, q in shown)
+    shown.clear()
+    result = runner.invoke(app, ["catalog", "import", "tapis", *tapis, "--json"])
+    assert result.exit_code == 0, result.output
+    json.loads(result.stdout)  # nothing but the answer on stdout
+    assert shown and all(quiet for _, _, quiet in shown)
