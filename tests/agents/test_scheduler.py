@@ -818,3 +818,22 @@ async def test_on_real_slurm_a_job_outliving_its_prediction_is_extended_and_comp
     assert [d.action for d in decisions] == ["submit", "extend", "complete"]
     assert decisions[1].job_id == job.job_id
     assert [s.job_id for s in submissions] == [job.job_id]
+
+
+def test_a_job_that_can_still_be_extended_is_judged_against_its_ceiling_not_its_limit() -> None:
+    """A re-plan for 'past its walltime' is asked against the limit the job can reach."""
+    from datetime import UTC, datetime
+
+    from agents.scheduler import _reachable_limit_s
+    from knowledge_base.records import WalltimeExtension
+
+    job = CascadeSegment(index=0, walltime_s=60, job_id="7", state="running", ceiling_s=600)
+    assert _reachable_limit_s(job, EXTENDING) == 600
+    assert _reachable_limit_s(job, ReschedulePolicy()) == 60  # extension off
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    refused = job.model_copy(
+        update={"extensions": [WalltimeExtension(from_s=60, to_s=180, at=at, refused="denied")]}
+    )
+    assert _reachable_limit_s(refused, EXTENDING) == 60
+    granted = job.model_copy(update={"extensions": [WalltimeExtension(from_s=60, to_s=180, at=at)]})
+    assert granted.limit_s == 180 and _reachable_limit_s(granted, EXTENDING) == 600
