@@ -100,7 +100,7 @@ def simulate_command(
         return
     if schedule_out is not None:
         _check_writable(schedule_out, as_json)
-    from simulations.report import write_report
+    from simulations.report import coincidence_note, write_report
     from simulations.workload import load_swf
 
     try:
@@ -118,6 +118,7 @@ def simulate_command(
         if not as_json:
             console.print(f"report: {page}")
     results = [s.result for s in schedules]
+    note = coincidence_note(schedules)
 
     def render() -> None:
         table = Table(
@@ -156,6 +157,8 @@ def simulate_command(
                 "* oracle: knows every job's run time, which no scheduler does; a bound "
                 "for the others, not a policy"
             )
+        if note:
+            console.print(f"note: {note}")
 
     if len(results) == 1:
         emit(results[0], as_json, render)

@@ -168,3 +168,20 @@ def test_schedule_out_and_order_errors_are_clear_and_write_nothing(
     assert order.exit_code == 2
     assert "--backfill-order: 'ljf' is not one of fcfs, sjbf, saf" in order.stderr
     assert not list(tmp_path.glob("*.csv"))
+
+
+def test_a_trace_without_user_ids_says_user_and_last2_coincide(tmp_path: Path) -> None:
+    trace = tmp_path / "anonymous.swf.gz"
+    with gzip.open(trace, "wt") as handle:
+        handle.write("; MaxProcs: 8\n")
+        for job in range(1, 7):  # field 12, the user id, is -1: not recorded
+            handle.write(
+                f"{job} {job * 10} 5 {50 * job} 4 -1 -1 4 {120 * job} -1 1 -1 1 1 1 1 -1 -1\n"
+            )
+    args = ["simulate", "--trace", str(trace), "--estimate", "user", "--estimate", "last2"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "user and last2 coincide: the trace has no user ids" in " ".join(result.stdout.split())
+    quiet = runner.invoke(app, [*args, "--json"])
+    assert quiet.exit_code == 0
+    assert len(json.loads(quiet.stdout)["runs"]) == 2  # stdout is the JSON alone
