@@ -45,6 +45,7 @@ from agents.events import Envelope, PlanRequested
 from agents.intelligence import IntelligencePlane, PlaneContext, open_checkpointer
 from agents.intelligence.goals import RuleGoalPlanner
 from agents.optimization import Optimization
+from agents.rescheduler import ReschedulePolicy
 from agents.runtime import Agent, AgentRunner, RunnerSettings, settle
 from agents.scheduler import Scheduler, SchedulerConfig
 from agents.topics import ALL_TOPICS, topic_for
@@ -80,6 +81,7 @@ _JOB_NAMED = re.compile(r"^job \S+ ")
 PARTITION_NAME = "batch"
 APPLICATION = "swf-job"  # SWF executable numbers are missing from most traces
 MEMORY_MB_PER_PROC = 1024
+EXTEND_MARGIN_S = 120  # the Scheduler extends a job within this of its limit
 FAST = RunnerSettings(poll_timeout_s=0.005, flush_interval_s=0.0, backoff_initial_s=0.01)
 FINAL = {PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED}
 
@@ -164,6 +166,7 @@ class TraceCluster(SimulatedCluster):
         *,
         clock: ManualClock,
         policy: ClusterPolicy,
+        wake_before_limit_s: float | None = None,
     ) -> None:
         super().__init__(
             nodes=workload.machine_procs,
@@ -174,6 +177,28 @@ class TraceCluster(SimulatedCluster):
             policy=policy,
         )
         self.run_of = run_of
+        self.wake_before_limit_s = wake_before_limit_s
+
+    def next_event(self) -> datetime | None:
+        """The next job end, or, with ``wake_before_limit_s``, the moment that long before
+        a running job that will outrun its limit is killed: the Scheduler's monitors
+        look then, as they poll a real cluster, and may extend it in place."""
+        upcoming = super().next_event()
+        if self.wake_before_limit_s is None:
+            return upcoming
+        now = self.clock.now()
+        wakes = [
+            wake
+            for job_id in self._running
+            if (job := self._jobs[job_id]).start is not None
+            and job.outcome is JobState.TIMEOUT
+            and (
+                wake := job.start
+                + timedelta(seconds=job.request.walltime_s - self.wake_before_limit_s)
+            )
+            > now
+        ]
+        return min([t for t in (upcoming, *wakes) if t is not None], default=None)
 
     async def _submit(self, request: JobRequest) -> str:
         key = request.plan_id or request.name
@@ -368,6 +393,7 @@ async def _running_agents(
     catalog: Catalog,
     history: Sequence[JobRecord],
     event_log: Path | None,
+    extend_in_place: bool = False,
 ) -> AsyncIterator[_Agents]:
     bus = InMemoryBus()
     kb = SQLiteKnowledgeBase(home / "kb.db")
@@ -389,7 +415,13 @@ async def _running_agents(
             systems=(SYSTEM_NAME,),
             now=clock.now,
         )
-        scheduler = Scheduler(kb, executors, bus, SchedulerConfig(work_dir=home / "jobs"))
+        config = SchedulerConfig(
+            work_dir=home / "jobs",
+            policy=ReschedulePolicy(
+                extend_in_place=extend_in_place, extend_margin_s=EXTEND_MARGIN_S
+            ),
+        )
+        scheduler = Scheduler(kb, executors, bus, config)
         agents: list[Agent[Any]] = [
             IntelligencePlane(kb, saver, context),
             ResourceEstimation(kb),
@@ -446,18 +478,23 @@ async def replay_with_agents(
     home: Path,
     history: Sequence[JobRecord] = (),
     event_log: Path | None = None,
+    extend_in_place: bool = False,
 ) -> AgentsRun:
     """The trace's jobs through the Intelligence Plane, Estimation, Optimization and the
     Scheduler (with the Re-scheduler), on a simulated cluster that plays the trace;
     ``history`` is what the center's knowledge base knows when the window opens; every
     event the bus carried is appended to ``event_log`` when given (for ``rightsize
-    replay``)."""
+    replay``); with ``extend_in_place`` the Scheduler raises a running job's limit toward
+    the user's request near its end, as on a real cluster, instead of letting it die."""
     clock = ManualClock(EPOCH)
     run_of = {_key(i): int(run) for i, run in enumerate(workload.run_s)}
-    cluster = TraceCluster(workload, run_of, clock=clock, policy=policy)
+    wake = EXTEND_MARGIN_S / 2 if extend_in_place else None
+    cluster = TraceCluster(workload, run_of, clock=clock, policy=policy, wake_before_limit_s=wake)
     catalog = Catalog(systems=[trace_system(workload)])
     began = time.perf_counter()
-    async with _running_agents(home, cluster, catalog, history, event_log) as agents:
+    async with _running_agents(
+        home, cluster, catalog, history, event_log, extend_in_place
+    ) as agents:
         kb = agents.kb
         for index in range(workload.jobs):
             await _advance(clock, cluster, _at(workload.submit_s[index]), agents.look)
@@ -571,6 +608,7 @@ async def compare_with_agents(
     history_jobs: int,
     home: Path,
     event_log: Path | None = None,
+    extend_in_place: bool = False,
 ) -> AgentsComparison:
     """The ``jobs`` after the first ``history_jobs`` of ``trace``, replayed plain and with
     the agents (who know the first ``history_jobs`` as the center's history)."""
@@ -592,7 +630,12 @@ async def compare_with_agents(
     history = history_records(window(trace, 0, history_jobs), policy=policy) if history_jobs else []
     plain = await replay_plain(replayed, policy=policy)
     run = await replay_with_agents(
-        replayed, policy=policy, home=home, history=history, event_log=event_log
+        replayed,
+        policy=policy,
+        home=home,
+        history=history,
+        event_log=event_log,
+        extend_in_place=extend_in_place,
     )
     ran = np.maximum(replayed.run_s, 1).astype(np.float64)
     return AgentsComparison(

@@ -165,3 +165,25 @@ def test_a_run_with_agents_repeats_itself_on_the_simulated_clock(
     times = [entry.event.time for entry in EventLogReader(tmp_path / "first" / "log")]
     assert times
     assert all(EPOCH <= time <= latest for time in times), (min(times), max(times), latest)
+
+
+def test_with_extension_in_place_no_job_is_resubmitted_for_its_walltime(
+    sdsc: object, tmp_path: Path
+) -> None:
+    """The same window as ``rightsize simulate --agents`` runs it, with the Scheduler
+    raising a running job's limit toward its user's request near its end: measured on
+    SDSC-SP2 jobs 1501-1600 (EASY), 5 resubmissions and 2 kills without, none and 1 with."""
+    comparison = asyncio.run(
+        compare_with_agents(
+            sdsc,  # type: ignore[arg-type]
+            policy="easy",
+            jobs=100,
+            history_jobs=1500,
+            home=tmp_path,
+            extend_in_place=True,
+        )
+    )
+    assert comparison.agents.jobs == 100
+    assert comparison.agents.resubmissions == 0
+    # never killed earlier than the user's own request would have been
+    assert comparison.agents.killed <= comparison.plain.killed
