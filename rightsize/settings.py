@@ -77,6 +77,12 @@ class Settings(BaseSettings):
         description="Per cascade segment: start-up plus loading and saving a checkpoint",
     )
     poll_interval_s: float = Field(default=5.0, gt=0, description="How often jobs are polled")
+    extend_walltime: bool = Field(
+        default=False,
+        description="The Scheduler raises a running job's limit in place near its end, up to "
+        "the user's request or the partition's MaxTime (SLURM: needs AdminLevel=Operator "
+        "for the Rightsize user; see docs/actuators.md)",
+    )
     retention_days: float = Field(
         default=7.0,
         gt=0,

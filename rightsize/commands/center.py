@@ -124,6 +124,7 @@ def center_config(
 ) -> CenterConfig:
     from agents.center import CenterConfig, RetentionPolicy
     from agents.optimization import OptimizationConfig
+    from agents.rescheduler import ReschedulePolicy
     from agents.scheduler import SchedulerConfig
 
     home = settings.home.expanduser()
@@ -136,6 +137,7 @@ def center_config(
             checkpoint_overhead_s=settings.checkpoint_overhead_s,
             poll_interval_s=settings.poll_interval_s,
             work_dir=home / "jobs",
+            policy=ReschedulePolicy(extend_in_place=settings.extend_walltime),
         ),
         optimization=OptimizationConfig(
             planning=PlanningConfig(checkpoint_overhead_s=settings.checkpoint_overhead_s),

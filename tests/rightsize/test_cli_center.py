@@ -176,3 +176,17 @@ def test_retention_comes_from_the_settings_and_rejects_a_non_positive_value(
     monkeypatch.setenv("RIGHTSIZE_RETENTION_DAYS", "0")
     with pytest.raises(ValidationError, match="retention_days"):
         Settings()
+
+
+def test_extension_in_place_is_off_unless_the_center_turns_it_on(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from rightsize.commands.center import center_config
+    from rightsize.settings import Settings
+
+    monkeypatch.setenv("RIGHTSIZE_HOME", str(tmp_path))
+    config = center_config(Settings(), ("scheduler",), embedded=True)
+    assert config.scheduler.policy.extend_in_place is False
+    monkeypatch.setenv("RIGHTSIZE_EXTEND_WALLTIME", "true")
+    config = center_config(Settings(), ("scheduler",), embedded=True)
+    assert config.scheduler.policy.extend_in_place is True
