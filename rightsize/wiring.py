@@ -18,7 +18,6 @@ from tools.actuators.base import Executor
 from tools.actuators.simulated import SimulatedCluster, WallClock
 from tools.actuators.slurm import SlurmExecutor
 from tools.actuators.slurm_commands import SlurmCommandError, SlurmCommands
-from tools.actuators.tapis import TapisCredentials, TapisExecutor
 
 if TYPE_CHECKING:  # the estimator chain loads when a front end plans
     from tools.planning.chain import PromotedEstimator
@@ -114,6 +113,9 @@ def open_executor(settings: Settings, system: System | None = None) -> Executor:
                 field="executor",
                 value=kind,
             )
+        # httpx (the Tapis client) costs ~0.2 s of start-up: loaded only for Tapis.
+        from tools.actuators.tapis import TapisCredentials, TapisExecutor
+
         return TapisExecutor(
             settings.tapis_url,
             exec_system_id=settings.tapis_system,

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from knowledge_base.catalog import System
 from knowledge_base.records import JobRecord, JobState
@@ -31,6 +29,9 @@ from tools.actuators.model import (
     WalltimeNotExtended,
 )
 from tools.actuators.state import NodePool
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "TAPIS_CONDITIONS",
@@ -149,6 +150,9 @@ class TapisExecutor(Executor):
         self.app_id = app_id
         self.app_version = app_version
         self.credentials = credentials
+        # httpx costs ~0.2 s to import: only an executor that talks to Tapis loads it.
+        import httpx
+
         self._client = httpx.AsyncClient(
             base_url=base_url.rstrip("/"), timeout=timeout_s, transport=transport
         )
@@ -189,6 +193,8 @@ class TapisExecutor(Executor):
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         """The ``result`` of one Tapis call; refreshes the token once on 401."""
+        import httpx
+
         for attempt in (1, 2):
             if self.credentials.access_token is None:
                 await self._refresh_token()
