@@ -40,6 +40,7 @@ from tools.profiling.counting import RNN_FLOPS
 from tools.profiling.zoo.registry import TrainingTask, loss_fn
 
 __all__ = [
+    "ALIAS_OPS",
     "CATEGORIES",
     "OpGraph",
     "OpNode",
@@ -50,38 +51,40 @@ __all__ = [
 ]
 
 # Operators that only re-describe a tensor they receive (no work, no new memory).
-_ALIASES = {
-    "view",
-    "_unsafe_view",
-    "reshape",
-    "t",
-    "transpose",
-    "permute",
-    "expand",
-    "unsqueeze",
-    "squeeze",
-    "select",
-    "slice",
-    "detach",
-    "alias",
-    "as_strided",
-    "unbind",
-    "split",
-    "split_with_sizes",
-    "chunk",
-    "lift_fresh",
-    "lift_fresh_copy",
-    "_reshape_alias",
-    "getitem",
-    "expand_as",
-    "view_as",
-    "unfold",
-    "unsafe_split",
-    "unsafe_split_with_sizes",
-    "unsafe_chunk",
-    "diagonal",
-    "flatten",
-}
+ALIAS_OPS = frozenset(
+    {
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "t",
+        "transpose",
+        "permute",
+        "expand",
+        "unsqueeze",
+        "squeeze",
+        "select",
+        "slice",
+        "detach",
+        "alias",
+        "as_strided",
+        "unbind",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "lift_fresh",
+        "lift_fresh_copy",
+        "_reshape_alias",
+        "getitem",
+        "expand_as",
+        "view_as",
+        "unfold",
+        "unsafe_split",
+        "unsafe_split_with_sizes",
+        "unsafe_chunk",
+        "diagonal",
+        "flatten",
+    }
+)
 
 CATEGORIES: tuple[str, ...] = (
     "conv",
@@ -395,7 +398,7 @@ def _build(graph: GraphModule, n_params: int, n_buffers: int, parameters: int) -
             continue
         name = _op_name(node)
         first = next((a for a in node.args if isinstance(a, Node)), None)
-        if name in _ALIASES and first is not None:
+        if name in ALIAS_OPS and first is not None:
             base[node] = first
         else:
             compute.append(node)

@@ -25,39 +25,12 @@ from torch import Tensor
 from torch.fx import GraphModule, Node
 
 from tools.estimators.gpu.features import DIMS, OP_CLASSES
+from tools.profiling.opgraph import ALIAS_OPS
 
 __all__ = ["GpuKernels", "kernels_of"]
 
-# Operators that launch no kernel (aliases, metadata, allocation without a fill).
-_FREE = {
-    "view",
-    "_unsafe_view",
-    "reshape",
-    "t",
-    "transpose",
-    "permute",
-    "expand",
-    "unsqueeze",
-    "squeeze",
-    "select",
-    "slice",
-    "detach",
-    "alias",
-    "as_strided",
-    "unbind",
-    "split",
-    "split_with_sizes",
-    "chunk",
-    "lift_fresh",
-    "lift_fresh_copy",
-    "_reshape_alias",
-    "getitem",
-    "expand_as",
-    "view_as",
-    "unfold",
-    "unsafe_split",
-    "diagonal",
-    "flatten",
+# Operators that launch no kernel: the aliases, and allocation without a fill.
+_FREE = ALIAS_OPS | {
     "empty",
     "empty_like",
     "empty_strided",
