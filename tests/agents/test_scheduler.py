@@ -813,10 +813,15 @@ async def test_on_real_slurm_a_job_outliving_its_prediction_is_extended_and_comp
     assert final.status is PlanStatus.COMPLETED, final.reason
     [job] = [s for s in final.segments if s.job_id]  # one job: nothing resubmitted
     assert job.state == "completed" and job.walltime_s == 60
-    [extension] = job.extensions
-    assert extension.refused is None and extension.from_s == 60 and 90 < extension.to_s <= 240
-    assert [d.action for d in decisions] == ["submit", "extend", "complete"]
-    assert decisions[1].job_id == job.job_id
+    # Usually one raise; on a loaded machine the projection may fall short and a second raise
+    # follows from the first one's limit. Each is granted, chained, and within the request.
+    extensions = job.extensions
+    assert extensions and all(e.refused is None for e in extensions)
+    assert [e.from_s for e in extensions] == [60] + [e.to_s for e in extensions[:-1]]
+    assert 90 < extensions[-1].to_s <= 240
+    actions = [d.action for d in decisions]
+    assert actions == ["submit"] + ["extend"] * len(extensions) + ["complete"]
+    assert all(d.job_id == job.job_id for d in decisions[1:-1])
     assert [s.job_id for s in submissions] == [job.job_id]
 
 
