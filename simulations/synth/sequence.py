@@ -37,8 +37,6 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +50,7 @@ from simulations.synth.clock import TraceClock
 from simulations.synth.columns import COLUMN_KINDS, MODEL_COLUMNS, TRANSFORMS, Trace
 from simulations.synth.columns import transform_forward as _forward
 from simulations.synth.generator import SynthMetadata, training_data
+from simulations.synth.tvae import one_thread, require_at_least_one
 
 __all__ = ["SequenceModel", "TokenColumn"]
 
@@ -65,17 +64,6 @@ _GRID = np.linspace(0, 1, _QUANTILES)
 _LAST_GAPS = 2
 _POSITION_BINS = 32  # where in the trace's span a job is (its busy and quiet months)
 _HEADS = ("gap", "class", "procs", "request", "fraction", "status")
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Small matrices: a thread pool only spins against other work (see tvae.py)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @dataclass
@@ -457,7 +445,7 @@ class SequenceModel:
         )
 
     @classmethod
-    @_one_thread()
+    @one_thread()
     def fit(
         cls,
         trace: Trace,
@@ -472,15 +460,9 @@ class SequenceModel:
         validation: float = 0.1,
         min_class_jobs: int = 30,
     ) -> SequenceModel:
-        for name, value in (
-            ("epochs", epochs),
-            ("batch_size", batch_size),
-            ("hidden", hidden),
-            ("head_hidden", head_hidden),
-            ("bins", bins),
-        ):
-            if value < 1:
-                raise InvalidInputError(f"{name} must be at least 1", field=name, value=value)
+        require_at_least_one(
+            epochs=epochs, batch_size=batch_size, hidden=hidden, head_hidden=head_hidden, bins=bins
+        )
         if not 0 <= validation < 1:
             raise InvalidInputError(
                 "validation is a share of the trace in [0, 1)", field="validation", value=validation

@@ -48,8 +48,15 @@ __all__ = ["TVAEModel"]
 log = logging.getLogger(__name__)
 
 
+def require_at_least_one(**settings: int) -> None:
+    """A model setting below 1 is an input error naming it."""
+    for name, value in settings.items():
+        if value < 1:
+            raise InvalidInputError(f"{name} must be at least 1", field=name, value=value)
+
+
 @contextmanager
-def _one_thread() -> Iterator[None]:
+def one_thread() -> Iterator[None]:
     """Run torch on one thread, then restore the setting.
 
     The network is small (two 128-wide layers): a thread pool buys nothing and, on a
@@ -270,7 +277,7 @@ class TVAEModel:
         return loss
 
     @classmethod
-    @_one_thread()
+    @one_thread()
     def fit(
         cls,
         trace: Trace,
@@ -285,16 +292,14 @@ class TVAEModel:
         learning_rate: float = 1e-3,
         min_class_jobs: int = 30,
     ) -> TVAEModel:
-        for name, value in (
-            ("epochs", epochs),
-            ("batch_size", batch_size),
-            ("hidden", hidden),
-            ("latent", latent),
-            ("class_dim", class_dim),
-            ("max_modes", max_modes),
-        ):
-            if value < 1:
-                raise InvalidInputError(f"{name} must be at least 1", field=name, value=value)
+        require_at_least_one(
+            epochs=epochs,
+            batch_size=batch_size,
+            hidden=hidden,
+            latent=latent,
+            class_dim=class_dim,
+            max_modes=max_modes,
+        )
         began = time.perf_counter()
         rng = np.random.default_rng(seed)
         data = training_data(trace, min_class_jobs=min_class_jobs)
@@ -374,7 +379,7 @@ class TVAEModel:
         return model
 
     @torch.no_grad()
-    @_one_thread()
+    @one_thread()
     def sample_rows(self, labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
         latent = self.network.mu.out_features
