@@ -31,6 +31,7 @@ import logging
 import time
 from collections import Counter as Tally
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -44,9 +45,11 @@ from knowledge_base.store import KnowledgeBase
 
 __all__ = [
     "CONTENT_TYPE",
+    "METRICS",
     "RESUBMIT_ACTIONS",
     "WHAT_IF_EVENTS",
     "CenterMetrics",
+    "MetricSpec",
     "job_counts",
     "plan_counts",
 ]
@@ -89,125 +92,186 @@ def job_counts(plans: Iterable[Plan]) -> dict[tuple[str, str], int]:
     return dict(tally)
 
 
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric of ``CenterMetrics``: the attribute it is reached by, and its shape."""
+
+    attribute: str
+    name: str
+    help: str
+    labels: tuple[str, ...] = ()
+    kind: type[Counter] | type[Gauge] | type[Histogram] = Counter
+    buckets: tuple[float, ...] | None = None
+
+
+# Counters are named without ``_total``: prometheus_client adds it (and ``_created``).
+METRICS: tuple[MetricSpec, ...] = (
+    # -- counted as it happens --
+    MetricSpec(
+        "consumed",
+        "rightsize_events_consumed",
+        "Events an agent consumed, by how they ended (handled, failed, malformed)",
+        ("agent", "type", "outcome"),
+    ),
+    MetricSpec(
+        "published",
+        "rightsize_events_published",
+        "Events an agent emitted (stored in its outbox, published in order)",
+        ("agent", "type"),
+    ),
+    MetricSpec(
+        "dead_lettered",
+        "rightsize_events_dead_lettered",
+        "Events sent to the dead-letter topic, by agent, event type and error class",
+        ("agent", "type", "error_type"),
+    ),
+    MetricSpec(
+        "handling",
+        "rightsize_event_handling_seconds",
+        "Sense, decide and act of one event, retries included",
+        ("agent", "type"),
+        Histogram,
+        _LATENCY_BUCKETS_S,
+    ),
+    MetricSpec(
+        "resubmissions",
+        "rightsize_resubmissions",
+        "Jobs submitted again by the Re-scheduler, by reason (its action)",
+        ("reason",),
+    ),
+    MetricSpec(
+        "cascade_segments",
+        "rightsize_cascade_segments",
+        "Next segments of checkpointed cascades submitted",
+    ),
+    MetricSpec(
+        "plans_finished", "rightsize_plans_finished", "Plans that ended, by status", ("status",)
+    ),
+    MetricSpec(
+        "live_error",
+        "rightsize_estimator_live_error",
+        "An estimator's error on finished jobs, at Model Promotion's last look",
+        ("target", "metric"),
+        Gauge,
+    ),
+    MetricSpec(
+        "validation_error",
+        "rightsize_estimator_validation_error",
+        "The served estimator's held-out error at training time",
+        ("target", "metric"),
+        Gauge,
+    ),
+    MetricSpec(
+        "estimator_decisions",
+        "rightsize_estimator_decisions",
+        "Model Promotion's decisions (no_drift, drift, promoted, rejected, skipped)",
+        ("target", "decision"),
+    ),
+    MetricSpec(
+        "drift",
+        "rightsize_estimator_drift",
+        "Times Model Promotion found an estimator's live error past its bound",
+        ("target",),
+    ),
+    MetricSpec("promotions", "rightsize_promotions", "Estimators promoted, by target", ("target",)),
+    MetricSpec(
+        "what_if",
+        "rightsize_what_if_seconds",
+        "What-if analyses (every option, ranked), end to end; caller: mcp or the agent",
+        ("caller",),
+        Histogram,
+        _WHAT_IF_BUCKETS_S,
+    ),
+    MetricSpec(
+        "tool_seconds",
+        "rightsize_mcp_tool_seconds",
+        "MCP tool calls, end to end, by tool and outcome (ok, error)",
+        ("tool", "outcome"),
+        Histogram,
+        _WHAT_IF_BUCKETS_S,
+    ),
+    # -- read at scrape time --
+    MetricSpec(
+        "agent_up", "rightsize_agent_up", "1 while the agent's runner consumes", ("agent",), Gauge
+    ),
+    MetricSpec(
+        "consumer_lag",
+        "rightsize_consumer_lag",
+        "Messages not yet committed by the agent's group, all partitions",
+        ("agent",),
+        Gauge,
+    ),
+    MetricSpec("plans", "rightsize_plans", "Plans by state", ("state",), Gauge),
+    MetricSpec(
+        "jobs",
+        "rightsize_jobs",
+        "Rightsize's jobs by state and partition",
+        ("state", "partition"),
+        Gauge,
+    ),
+    MetricSpec(
+        "estimators",
+        "rightsize_estimators",
+        "Registered estimators",
+        ("target", "status"),
+        Gauge,
+    ),
+    MetricSpec(
+        "up",
+        "rightsize_up",
+        "1 when the part (knowledge_base, bus) answered the last scrape in time",
+        ("part",),
+        Gauge,
+    ),
+    MetricSpec(
+        "refreshed",
+        "rightsize_last_refresh_timestamp_seconds",
+        "When the part last answered (the age of the figures read from it)",
+        ("part",),
+        Gauge,
+    ),
+)
+"""Every metric a process exposes; docs/prometheus.yml and docs/grafana-dashboard.json
+name them (tests/agents/test_metrics.py checks that what they name exists)."""
+
+
+def _build(spec: MetricSpec, registry: CollectorRegistry) -> Counter | Gauge | Histogram:
+    if spec.kind is Histogram:
+        buckets = spec.buckets or Histogram.DEFAULT_BUCKETS
+        return Histogram(spec.name, spec.help, spec.labels, buckets=buckets, registry=registry)
+    return spec.kind(spec.name, spec.help, spec.labels, registry=registry)
+
+
 class CenterMetrics:
-    """The metrics of one process, in their own registry."""
+    """The metrics of one process, in their own registry (one attribute per ``METRICS`` row)."""
+
+    consumed: Counter
+    published: Counter
+    dead_lettered: Counter
+    handling: Histogram
+    resubmissions: Counter
+    cascade_segments: Counter
+    plans_finished: Counter
+    live_error: Gauge
+    validation_error: Gauge
+    estimator_decisions: Counter
+    drift: Counter
+    promotions: Counter
+    what_if: Histogram
+    tool_seconds: Histogram
+    agent_up: Gauge
+    consumer_lag: Gauge
+    plans: Gauge
+    jobs: Gauge
+    estimators: Gauge
+    up: Gauge
+    refreshed: Gauge
 
     def __init__(self, *, timeout_s: float = 2.0, registry: CollectorRegistry | None = None):
         self.registry = registry or CollectorRegistry()
         self.timeout_s = timeout_s
-        r = self.registry
-        self.consumed = Counter(
-            "rightsize_events_consumed",
-            "Events an agent consumed, by how they ended (handled, failed, malformed)",
-            ["agent", "type", "outcome"],
-            registry=r,
-        )
-        self.published = Counter(
-            "rightsize_events_published",
-            "Events an agent emitted (stored in its outbox, published in order)",
-            ["agent", "type"],
-            registry=r,
-        )
-        self.dead_lettered = Counter(
-            "rightsize_events_dead_lettered",
-            "Events sent to the dead-letter topic, by agent, event type and error class",
-            ["agent", "type", "error_type"],
-            registry=r,
-        )
-        self.handling = Histogram(
-            "rightsize_event_handling_seconds",
-            "Sense, decide and act of one event, retries included",
-            ["agent", "type"],
-            buckets=_LATENCY_BUCKETS_S,
-            registry=r,
-        )
-        self.resubmissions = Counter(
-            "rightsize_resubmissions",
-            "Jobs submitted again by the Re-scheduler, by reason (its action)",
-            ["reason"],
-            registry=r,
-        )
-        self.cascade_segments = Counter(
-            "rightsize_cascade_segments",
-            "Next segments of checkpointed cascades submitted",
-            registry=r,
-        )
-        self.plans_finished = Counter(
-            "rightsize_plans_finished", "Plans that ended, by status", ["status"], registry=r
-        )
-        self.live_error = Gauge(
-            "rightsize_estimator_live_error",
-            "An estimator's error on finished jobs, at Model Promotion's last look",
-            ["target", "metric"],
-            registry=r,
-        )
-        self.validation_error = Gauge(
-            "rightsize_estimator_validation_error",
-            "The served estimator's held-out error at training time",
-            ["target", "metric"],
-            registry=r,
-        )
-        self.estimator_decisions = Counter(
-            "rightsize_estimator_decisions",
-            "Model Promotion's decisions (no_drift, drift, promoted, rejected, skipped)",
-            ["target", "decision"],
-            registry=r,
-        )
-        self.drift = Counter(
-            "rightsize_estimator_drift",
-            "Times Model Promotion found an estimator's live error past its bound",
-            ["target"],
-            registry=r,
-        )
-        self.promotions = Counter(
-            "rightsize_promotions", "Estimators promoted, by target", ["target"], registry=r
-        )
-        self.what_if = Histogram(
-            "rightsize_what_if_seconds",
-            "What-if analyses (every option, ranked), end to end; caller: mcp or the agent",
-            ["caller"],
-            buckets=_WHAT_IF_BUCKETS_S,
-            registry=r,
-        )
-        self.tool_seconds = Histogram(
-            "rightsize_mcp_tool_seconds",
-            "MCP tool calls, end to end, by tool and outcome (ok, error)",
-            ["tool", "outcome"],
-            buckets=_WHAT_IF_BUCKETS_S,
-            registry=r,
-        )
-        # -- read at scrape time --
-        self.agent_up = Gauge(
-            "rightsize_agent_up", "1 while the agent's runner consumes", ["agent"], registry=r
-        )
-        self.consumer_lag = Gauge(
-            "rightsize_consumer_lag",
-            "Messages not yet committed by the agent's group, all partitions",
-            ["agent"],
-            registry=r,
-        )
-        self.plans = Gauge("rightsize_plans", "Plans by state", ["state"], registry=r)
-        self.jobs = Gauge(
-            "rightsize_jobs",
-            "Rightsize's jobs by state and partition",
-            ["state", "partition"],
-            registry=r,
-        )
-        self.estimators = Gauge(
-            "rightsize_estimators", "Registered estimators", ["target", "status"], registry=r
-        )
-        self.up = Gauge(
-            "rightsize_up",
-            "1 when the part (knowledge_base, bus) answered the last scrape in time",
-            ["part"],
-            registry=r,
-        )
-        self.refreshed = Gauge(
-            "rightsize_last_refresh_timestamp_seconds",
-            "When the part last answered (the age of the figures read from it)",
-            ["part"],
-            registry=r,
-        )
+        for spec in METRICS:
+            setattr(self, spec.attribute, _build(spec, self.registry))
         self._inflight: dict[str, asyncio.Task[None]] = {}
 
     # -- counted as it happens -------------------------------------------------------------

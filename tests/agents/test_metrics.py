@@ -21,7 +21,7 @@ from agents.events import (
     PlanFinished,
     ScheduleDecision,
 )
-from agents.metrics import CenterMetrics, job_counts, plan_counts
+from agents.metrics import METRICS, CenterMetrics, job_counts, plan_counts
 from agents.runtime import AgentRunner, Handled
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import CascadeSegment, Plan, PlanStatus
@@ -314,3 +314,60 @@ def test_the_docs_and_the_dashboard_name_only_metrics_that_exist(doc: str) -> No
     if doc.endswith(".json"):
         queries = [t["expr"] for p in json.loads(text)["panels"] for t in p["targets"]]
         assert queries and all("rightsize_" in q for q in queries)
+
+
+# What docs/prometheus.yml, docs/grafana-dashboard.json and people's alerts rely on.
+EXPECTED_METRICS = {
+    "rightsize_events_consumed": ("counter", ("agent", "type", "outcome")),
+    "rightsize_events_published": ("counter", ("agent", "type")),
+    "rightsize_events_dead_lettered": ("counter", ("agent", "type", "error_type")),
+    "rightsize_event_handling_seconds": ("histogram", ("agent", "type")),
+    "rightsize_resubmissions": ("counter", ("reason",)),
+    "rightsize_cascade_segments": ("counter", ()),
+    "rightsize_plans_finished": ("counter", ("status",)),
+    "rightsize_estimator_live_error": ("gauge", ("target", "metric")),
+    "rightsize_estimator_validation_error": ("gauge", ("target", "metric")),
+    "rightsize_estimator_decisions": ("counter", ("target", "decision")),
+    "rightsize_estimator_drift": ("counter", ("target",)),
+    "rightsize_promotions": ("counter", ("target",)),
+    "rightsize_what_if_seconds": ("histogram", ("caller",)),
+    "rightsize_mcp_tool_seconds": ("histogram", ("tool", "outcome")),
+    "rightsize_agent_up": ("gauge", ("agent",)),
+    "rightsize_consumer_lag": ("gauge", ("agent",)),
+    "rightsize_plans": ("gauge", ("state",)),
+    "rightsize_jobs": ("gauge", ("state", "partition")),
+    "rightsize_estimators": ("gauge", ("target", "status")),
+    "rightsize_up": ("gauge", ("part",)),
+    "rightsize_last_refresh_timestamp_seconds": ("gauge", ("part",)),
+}
+
+
+def test_the_metric_table_declares_every_metric_with_its_kind_and_labels() -> None:
+    metrics = CenterMetrics()
+    declared = {}
+    for spec in METRICS:
+        metric = getattr(metrics, spec.attribute)
+        assert isinstance(metric, spec.kind)
+        assert metric._name == spec.name
+        declared[spec.name] = (metric._type, metric._labelnames)
+    assert declared == EXPECTED_METRICS
+    assert {s.attribute for s in METRICS} == set(CenterMetrics.__annotations__)
+
+
+def test_the_dashboard_groups_and_filters_only_by_labels_its_metrics_have() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs/grafana-dashboard.json").read_text()
+    queries = [t["expr"] for p in json.loads(text)["panels"] for t in p["targets"]]
+    bases = sorted(EXPECTED_METRICS, key=len, reverse=True)
+    for query in queries:
+        named = set(re.findall(r"\brightsize_[a-z_]+[a-z]\b", query))
+        metrics = {next(b for b in bases if name.startswith(b)) for name in named}
+        used = {
+            label.strip()
+            for group in re.findall(r"by \(([^)]*)\)", query)
+            for label in group.split(",")
+        }
+        used |= set(re.findall(r"[{,]\s*([a-z_]+)\s*=~?", query))
+        for metric in metrics:
+            kind, labels = EXPECTED_METRICS[metric]
+            allowed = set(labels) | ({"le"} if kind == "histogram" else set())
+            assert used <= allowed, (query, metric, used - allowed)
