@@ -37,7 +37,7 @@ from knowledge_base.records import (
     ProfileStatus,
     utc_now,
 )
-from knowledge_base.store import JobQuery, KnowledgeBase, OutboxMessage, not_found
+from knowledge_base.store import JobQuery, KnowledgeBase, OutboxMessage, PlanQuery, not_found
 
 __all__ = ["MongoKnowledgeBase", "storage_error"]
 
@@ -93,6 +93,7 @@ class MongoKnowledgeBase(KnowledgeBase):
             await self._db.jobs.create_index([("application", ASCENDING), ("submit_ts", ASCENDING)])
             await self._db.jobs.create_index([("submit_ts", ASCENDING)])
             await self._db.plans.create_index([("user", ASCENDING), ("created_ts", ASCENDING)])
+            await self._db.plans.create_index([("status", ASCENDING), ("updated_ts", DESCENDING)])
             await self._db.estimators.create_index([("target", ASCENDING), ("status", ASCENDING)])
             await self._db.events.create_index([("consumer", ASCENDING), ("pending", ASCENDING)])
             await self._db.events.create_index([("processed_ts", ASCENDING)])
@@ -282,6 +283,7 @@ class MongoKnowledgeBase(KnowledgeBase):
                 "status": stored.status.value,
                 "version": stored.version,
                 "created_ts": stored.created_at.timestamp(),
+                "updated_ts": stored.updated_at.timestamp(),
                 "doc": _doc(stored),
             }
             try:
@@ -320,6 +322,51 @@ class MongoKnowledgeBase(KnowledgeBase):
                 flt["status"] = status.value
             cursor = self._db.plans.find(flt).sort([("created_ts", ASCENDING), ("_id", ASCENDING)])
             return [Plan.model_validate(d["doc"]) async for d in cursor]
+
+    async def query_plans(self, query: PlanQuery) -> list[Plan]:
+        async with self._errors():
+            flt: dict[str, Any] = {}
+            if query.user is not None:
+                flt["user"] = query.user
+            if query.statuses is not None:
+                flt["status"] = {"$in": sorted(s.value for s in query.statuses)}
+            if query.ids is not None:
+                flt["_id"] = {"$in": sorted(query.ids)}
+            # A plan stored before updated_ts was kept sorts as the oldest.
+            order = (
+                [("updated_ts", DESCENDING), ("_id", DESCENDING)]
+                if query.newest_first
+                else [("created_ts", ASCENDING), ("_id", ASCENDING)]
+            )
+            cursor = self._db.plans.find(flt).sort(order).limit(query.limit or 0)
+            return [Plan.model_validate(d["doc"]) async for d in cursor]
+
+    async def count_plans(self) -> dict[PlanStatus, int]:
+        async with self._errors():
+            cursor = await self._db.plans.aggregate(
+                [{"$group": {"_id": "$status", "n": {"$sum": 1}}}]
+            )
+            return {PlanStatus(d["_id"]): int(d["n"]) async for d in cursor}
+
+    async def count_plan_jobs(self) -> dict[tuple[str, str], int]:
+        # store.plan_jobs, in the database: each segment with a job id, its state (or
+        # "submitted"), the plan's partition (or "none").
+        pipeline: list[dict[str, Any]] = [
+            {"$unwind": "$doc.segments"},
+            {"$match": {"doc.segments.job_id": {"$ne": None}}},
+            {
+                "$group": {
+                    "_id": {
+                        "state": {"$ifNull": ["$doc.segments.state", "submitted"]},
+                        "partition": {"$ifNull": ["$doc.option.partition", "none"]},
+                    },
+                    "n": {"$sum": 1},
+                }
+            },
+        ]
+        async with self._errors():
+            cursor = await self._db.plans.aggregate(pipeline)
+            return {(d["_id"]["state"], d["_id"]["partition"]): int(d["n"]) async for d in cursor}
 
     # -- processed events and outbox --------------------------------------------------
 

@@ -31,7 +31,14 @@ from knowledge_base.records import (
     ProfileStatus,
     utc_now,
 )
-from knowledge_base.store import JobQuery, KnowledgeBase, OutboxMessage, not_found
+from knowledge_base.store import (
+    JobQuery,
+    KnowledgeBase,
+    OutboxMessage,
+    PlanQuery,
+    not_found,
+    plan_jobs,
+)
 
 __all__ = ["SQLiteKnowledgeBase", "storage_error"]
 
@@ -54,8 +61,12 @@ CREATE TABLE IF NOT EXISTS estimators (
     doc TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS plans (
     id TEXT PRIMARY KEY, user TEXT NOT NULL, status TEXT NOT NULL, version INTEGER NOT NULL,
-    created_ts REAL NOT NULL, doc TEXT NOT NULL);
+    created_ts REAL NOT NULL, doc TEXT NOT NULL, updated_ts REAL);
 CREATE INDEX IF NOT EXISTS plans_user ON plans (user, created_ts);
+CREATE TABLE IF NOT EXISTS plan_jobs (
+    plan_id TEXT NOT NULL, position INTEGER NOT NULL, state TEXT NOT NULL,
+    partition TEXT NOT NULL, PRIMARY KEY (plan_id, position));
+CREATE INDEX IF NOT EXISTS plan_jobs_tally ON plan_jobs (state, partition);
 CREATE TABLE IF NOT EXISTS processed_events (
     consumer TEXT NOT NULL, event_id TEXT NOT NULL, processed_ts REAL NOT NULL,
     PRIMARY KEY (consumer, event_id));
@@ -67,6 +78,11 @@ CREATE TABLE IF NOT EXISTS outbox (
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (consumer, sent, seq);
 CREATE INDEX IF NOT EXISTS outbox_event ON outbox (consumer, event_id);
 CREATE INDEX IF NOT EXISTS processed_age ON processed_events (processed_ts);
+"""
+
+# After ``_add_plan_columns``: a file written before ``updated_ts`` existed has it then.
+_PLAN_INDEXES = """
+CREATE INDEX IF NOT EXISTS plans_status_updated ON plans (status, updated_ts);
 """
 
 
@@ -102,12 +118,42 @@ class SQLiteKnowledgeBase(KnowledgeBase):
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SCHEMA)
+            self._add_plan_columns()
+            self._conn.executescript(_PLAN_INDEXES)
         except sqlite3.Error as exc:
             raise storage_error(exc, f"cannot open knowledge base {self.path!r}") from exc
         self._lock = threading.Lock()
 
     async def close(self) -> None:
         await self._run(self._conn.close)
+
+    def _add_plan_columns(self) -> None:
+        """Bring a file written before plans had ``updated_ts`` and ``plan_jobs`` up to
+        date, once, in one transaction: both are filled from the stored plans."""
+        if self._has_updated_ts():
+            return  # the usual case: nothing to write (a read-only file opens too)
+        with self._transaction() as conn:
+            if self._has_updated_ts():
+                return  # another process brought it up to date meanwhile
+            conn.execute("ALTER TABLE plans ADD COLUMN updated_ts REAL")
+            for plan_id, doc in conn.execute("SELECT id, doc FROM plans").fetchall():
+                plan = Plan.model_validate_json(doc)
+                conn.execute(
+                    "UPDATE plans SET updated_ts = ? WHERE id = ?",
+                    (plan.updated_at.timestamp(), plan_id),
+                )
+                self._write_plan_jobs(conn, plan)
+
+    def _has_updated_ts(self) -> bool:
+        return any(row[1] == "updated_ts" for row in self._conn.execute("PRAGMA table_info(plans)"))
+
+    @staticmethod
+    def _write_plan_jobs(conn: sqlite3.Connection, plan: Plan) -> None:
+        conn.execute("DELETE FROM plan_jobs WHERE plan_id = ?", (plan.id,))
+        conn.executemany(
+            "INSERT INTO plan_jobs (plan_id, position, state, partition) VALUES (?, ?, ?, ?)",
+            [(plan.id, i, state, part) for i, (state, part) in enumerate(plan_jobs(plan))],
+        )
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -354,17 +400,20 @@ class SQLiteKnowledgeBase(KnowledgeBase):
                         f"this update was based on version {plan.version}"
                     )
                 conn.execute(
-                    "INSERT OR REPLACE INTO plans (id, user, status, version, created_ts, doc) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO plans "
+                    "(id, user, status, version, created_ts, updated_ts, doc) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (
                         stored.id,
                         stored.user,
                         stored.status.value,
                         stored.version,
                         stored.created_at.timestamp(),
+                        stored.updated_at.timestamp(),
                         stored.model_dump_json(),
                     ),
                 )
+                self._write_plan_jobs(conn, stored)
             return stored
 
         return await self._run(write)
@@ -389,6 +438,40 @@ class SQLiteKnowledgeBase(KnowledgeBase):
             )
         )
         return self._docs(Plan, rows)
+
+    async def query_plans(self, query: PlanQuery) -> list[Plan]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if query.user is not None:
+            clauses.append("user = ?")
+            params.append(query.user)
+        for column, values in (
+            ("status", None if query.statuses is None else sorted(s.value for s in query.statuses)),
+            ("id", None if query.ids is None else sorted(query.ids)),
+        ):
+            if values is not None:
+                clauses.append(f"{column} IN ({','.join('?' * len(values))})")
+                params.extend(values)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        order = "updated_ts DESC, id DESC" if query.newest_first else "created_ts, id"
+        sql = f"SELECT doc FROM plans {where} ORDER BY {order} LIMIT ?"
+        params.append(query.limit if query.limit is not None else -1)
+        rows = await self._run(lambda: self._select(sql, params))
+        return self._docs(Plan, rows)
+
+    async def count_plans(self) -> dict[PlanStatus, int]:
+        rows = await self._run(
+            lambda: self._select("SELECT status, COUNT(*) FROM plans GROUP BY status")
+        )
+        return {PlanStatus(status): int(n) for status, n in rows}
+
+    async def count_plan_jobs(self) -> dict[tuple[str, str], int]:
+        rows = await self._run(
+            lambda: self._select(
+                "SELECT state, partition, COUNT(*) FROM plan_jobs GROUP BY state, partition"
+            )
+        )
+        return {(state, partition): int(n) for state, partition, n in rows}
 
     # -- processed events and outbox --------------------------------------------------
 

@@ -10,6 +10,11 @@ contract test suite runs over both. Writes that belong together are atomic:
 - ``promote_estimator`` retires the previous promoted estimator for the same target in
   the same write as it promotes the new one;
 - ``put_plan`` is a compare-and-set on the plan's version.
+
+What the status page and the metrics read of the plans (``count_plans``,
+``count_plan_jobs``, ``query_plans`` with a status filter and a limit) is answered by the
+database from indexed columns, without loading every plan: a center stores tens of
+thousands of plans a day.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from knowledge_base.records import (
     ProfileStatus,
 )
 
-__all__ = ["JobQuery", "KnowledgeBase", "OutboxMessage"]
+__all__ = ["JobQuery", "KnowledgeBase", "OutboxMessage", "PlanQuery", "plan_jobs"]
 
 
 class OutboxMessage(BaseModel):
@@ -60,6 +65,37 @@ class JobQuery(BaseModel):
     submitted_after: datetime | None = None
     submitted_before: datetime | None = None
     limit: int = Field(default=1000, ge=1, le=1_000_000)
+
+
+class PlanQuery(BaseModel):
+    """Filters for plans; all optional, combined with AND."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user: str | None = None
+    statuses: frozenset[PlanStatus] | None = Field(
+        default=None, description="Plans in any of these states; None: any state"
+    )
+    ids: frozenset[str] | None = Field(default=None, description="Only these plans")
+    newest_first: bool = Field(
+        default=False,
+        description="Ordered by last update, newest first; else by creation, oldest first",
+    )
+    limit: int | None = Field(default=None, ge=1, le=1_000_000)
+
+
+def plan_jobs(plan: Plan) -> list[tuple[str, str]]:
+    """A plan's jobs as (state, partition), from its segment ledger.
+
+    Every submitted segment is one job; its partition is the plan's (``none`` without an
+    option); a job no monitor has reported on yet is ``submitted``.
+    """
+    partition = plan.option.partition if plan.option is not None else "none"
+    return [
+        (str(s.state) if s.state is not None else "submitted", partition)
+        for s in plan.segments
+        if s.job_id is not None
+    ]
 
 
 class KnowledgeBase(abc.ABC):
@@ -177,6 +213,21 @@ class KnowledgeBase(abc.ABC):
     async def list_plans(
         self, *, user: str | None = None, status: PlanStatus | None = None
     ) -> list[Plan]: ...
+
+    @abc.abstractmethod
+    async def query_plans(self, query: PlanQuery) -> list[Plan]:
+        """Matching plans in the query's order, filtered, ordered and limited in the
+        database (an index on state and last update)."""
+
+    @abc.abstractmethod
+    async def count_plans(self) -> dict[PlanStatus, int]:
+        """How many plans are in each state (states with none left out), counted in the
+        database."""
+
+    @abc.abstractmethod
+    async def count_plan_jobs(self) -> dict[tuple[str, str], int]:
+        """Rightsize's jobs by (state, partition) over every plan's ledger, as
+        ``plan_jobs`` tells them, counted in the database."""
 
     # -- processed events and outbox --------------------------------------------------
 

@@ -10,17 +10,19 @@ import pytest
 from knowledge_base.catalog import Catalog, Partition, System
 from knowledge_base.errors import ConflictError, NotFoundError
 from knowledge_base.records import (
+    CascadeSegment,
     EstimatorRecord,
     EstimatorStatus,
     JobRecord,
     JobState,
     Plan,
+    PlanOption,
     PlanStatus,
     ProfileRecord,
     ProfileStatus,
 )
 from knowledge_base.seed import load_seed_catalog
-from knowledge_base.store import JobQuery, KnowledgeBase, OutboxMessage
+from knowledge_base.store import JobQuery, KnowledgeBase, OutboxMessage, PlanQuery
 from knowledge_base.workload import GenericJob, WorkloadSpec
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -182,6 +184,83 @@ async def test_plans_list_by_user_and_status(kb: KnowledgeBase) -> None:
     assert [p.id for p in await kb.list_plans(status=PlanStatus.DRAFT)] == ["a1", "b1"]
     with pytest.raises(NotFoundError):
         await kb.get_plan("zz")
+
+
+def _ran(plan: Plan, status: PlanStatus, partition: str, *states: str | None) -> Plan:
+    """``plan`` in ``status`` on ``partition``, one submitted segment per state given
+    (None: submitted, no monitor report yet), and a planned one that never ran."""
+    option = PlanOption(
+        system="pitzer",
+        partition=partition,
+        node_type="n",
+        nodes=1,
+        cores_per_node=1,
+        memory_mb=1024,
+        walltime_s=60,
+    )
+    submitted = [
+        CascadeSegment(index=i, walltime_s=60, job_id=f"{plan.id}-{i}", state=state)
+        for i, state in enumerate(states)
+    ]
+    planned = CascadeSegment(index=len(states), walltime_s=60)
+    return plan.model_copy(
+        update={"status": status, "option": option, "segments": [*submitted, planned]}
+    )
+
+
+async def test_plans_are_counted_by_state_and_their_jobs_by_state_and_partition(
+    kb: KnowledgeBase,
+) -> None:
+    assert await kb.count_plans() == {}
+    assert await kb.count_plan_jobs() == {}
+    await kb.put_plan(_ran(_plan("a"), PlanStatus.RUNNING, "batch", "completed", "running"))
+    await kb.put_plan(_ran(_plan("b"), PlanStatus.FAILED, "debug", "out_of_memory"))
+    await kb.put_plan(_plan("c"))  # a draft: no option, no job
+    stored = await kb.put_plan(_ran(_plan("d"), PlanStatus.SUBMITTED, "batch", None))
+    assert await kb.count_plans() == {
+        PlanStatus.RUNNING: 1,
+        PlanStatus.FAILED: 1,
+        PlanStatus.DRAFT: 1,
+        PlanStatus.SUBMITTED: 1,
+    }
+    assert await kb.count_plan_jobs() == {
+        ("completed", "batch"): 1,
+        ("running", "batch"): 1,
+        ("out_of_memory", "debug"): 1,
+        ("submitted", "batch"): 1,
+    }
+    # an update replaces the plan's jobs: none counted twice, none left behind
+    done = _ran(stored, PlanStatus.COMPLETED, "debug", "completed")
+    await kb.put_plan(done.model_copy(update={"version": stored.version}))
+    assert (await kb.count_plans())[PlanStatus.COMPLETED] == 1
+    assert PlanStatus.SUBMITTED not in await kb.count_plans()
+    jobs = await kb.count_plan_jobs()
+    assert ("submitted", "batch") not in jobs
+    assert jobs[("completed", "debug")] == 1
+
+
+async def test_plans_query_by_state_and_id_newest_first_up_to_a_limit(kb: KnowledgeBase) -> None:
+    for plan_id, user in (("p1", "alice"), ("p2", "bob"), ("p3", "alice"), ("p4", "bob")):
+        await kb.put_plan(_plan(plan_id, user))
+    p1 = await kb.get_plan("p1")
+    await kb.put_plan(p1.model_copy(update={"status": PlanStatus.COMPLETED}))  # updated last
+    p2 = await kb.get_plan("p2")
+    await kb.put_plan(p2.model_copy(update={"status": PlanStatus.FAILED}))  # updated last
+    ended = frozenset({PlanStatus.COMPLETED, PlanStatus.FAILED})
+
+    def ids(plans: list[Plan]) -> list[str]:
+        return [p.id for p in plans]
+
+    assert ids(await kb.query_plans(PlanQuery())) == ["p1", "p2", "p3", "p4"]  # by creation
+    assert ids(await kb.query_plans(PlanQuery(statuses=ended, newest_first=True))) == ["p2", "p1"]
+    newest = PlanQuery(statuses=ended, newest_first=True, limit=1)
+    assert ids(await kb.query_plans(newest)) == ["p2"]
+    assert ids(await kb.query_plans(PlanQuery(newest_first=True, limit=3))) == ["p2", "p1", "p4"]
+    drafts = PlanQuery(statuses=frozenset({PlanStatus.DRAFT}), user="alice")
+    assert ids(await kb.query_plans(drafts)) == ["p3"]
+    assert ids(await kb.query_plans(PlanQuery(ids=frozenset({"p4", "p1", "zz"})))) == ["p1", "p4"]
+    assert await kb.query_plans(PlanQuery(ids=frozenset())) == []
+    assert await kb.query_plans(PlanQuery(statuses=frozenset())) == []
 
 
 async def test_completing_an_event_twice_writes_nothing_the_second_time(
