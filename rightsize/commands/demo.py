@@ -1,6 +1,7 @@
 """``rightsize demo cascade``: a training run too long for its partition, finished as a cascade.
 
-    rightsize demo cascade [--json] [--epochs N] [--samples N] [--timeout-s S]
+    rightsize demo cascade [--json] [--epochs N] [--samples N] [--segment-overhead-s S]
+                           [--timeout-s S]
 
 On the local SLURM (``scripts/slurm/start.sh``: partition ``debug`` allows 1 minute), it
 starts every agent embedded (in-process bus, a fresh SQLite knowledge base under
@@ -52,7 +53,7 @@ __all__ = ["CascadeDemoResult", "app", "cascade_command", "run_cascade_demo"]
 app = typer.Typer(help="Demonstrations on the local cluster.", no_args_is_help=True)
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "cascade" / "train.py"
-OVERHEAD_S = 20  # start-up and checkpoint slack per one-minute segment
+OVERHEAD_S = 20  # start-up and checkpoint slack per one-minute segment (the default)
 _DONE = (PlanStatus.COMPLETED, PlanStatus.FAILED, PlanStatus.CANCELLED)
 
 
@@ -96,6 +97,7 @@ async def run_cascade_demo(
     samples: int = 8192,
     batch_size: int = 64,
     timeout_s: float = 1800,
+    overhead_s: int = OVERHEAD_S,
     script: Path = SCRIPT,
     say: Callable[[str], None] = lambda line: None,
 ) -> CascadeDemoResult:
@@ -122,7 +124,7 @@ async def run_cascade_demo(
             "kafka_bootstrap": None,
             "executor": "slurm",
             "approval": "auto",
-            "checkpoint_overhead_s": OVERHEAD_S,
+            "checkpoint_overhead_s": overhead_s,
             "poll_interval_s": 2.0,
         }
     )
@@ -255,6 +257,13 @@ def cascade_command(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     epochs: int = typer.Option(40, "--epochs", min=1, help="Training epochs (40: ~4 min of work)"),
     samples: int = typer.Option(8192, "--samples", min=64, help="Synthetic samples per epoch"),
+    overhead_s: int = typer.Option(
+        OVERHEAD_S,
+        "--segment-overhead-s",
+        min=5,
+        max=55,
+        help="Seconds of each one-minute job kept for start-up and checkpoint (more: shorter jobs)",
+    ),
     timeout_s: float = typer.Option(1800, "--timeout-s", min=60, help="Give up after this long"),
 ) -> None:
     """Train a CNN through >= 3 one-minute SLURM jobs; check it matches an uninterrupted run."""
@@ -265,7 +274,14 @@ def cascade_command(
 
     try:
         result = asyncio.run(
-            run_cascade_demo(settings, epochs=epochs, samples=samples, timeout_s=timeout_s, say=say)
+            run_cascade_demo(
+                settings,
+                epochs=epochs,
+                samples=samples,
+                timeout_s=timeout_s,
+                overhead_s=overhead_s,
+                say=say,
+            )
         )
     except RightsizeError as error:
         fail(error, as_json)
