@@ -589,7 +589,15 @@ class AgentsComparison(BaseModel):
     window_jobs: int = Field(description="Jobs replayed (both columns)")
     history_jobs: int = Field(description="Jobs before the window, given as the center's history")
     plain: SimulationResult = Field(description="Each job with its user's request")
+    easy_pp: SimulationResult | None = Field(
+        default=None,
+        description="The same window under EASY++ (last-2 estimates learnt within the window, "
+        "shortest-first backfilling) in the trace simulator; None under fcfs",
+    )
     agents: SimulationResult = Field(description="Each job as the agents planned it")
+    extend_in_place: bool = Field(
+        default=False, description="The Scheduler raised running jobs' limits in place"
+    )
     request_over_run: dict[str, float] = Field(
         description="Median requested walltime / actual run time: user vs agents"
     )
@@ -629,6 +637,11 @@ async def compare_with_agents(
     replayed = window(trace, history_jobs, history_jobs + jobs)
     history = history_records(window(trace, 0, history_jobs), policy=policy) if history_jobs else []
     plain = await replay_plain(replayed, policy=policy)
+    easy_pp = (
+        replay(replayed, policy="easy", estimate="last2", order="sjbf", label="easy++").result
+        if policy == "easy"
+        else None
+    )
     run = await replay_with_agents(
         replayed,
         policy=policy,
@@ -644,7 +657,9 @@ async def compare_with_agents(
         window_jobs=replayed.jobs,
         history_jobs=history_jobs,
         plain=plain,
+        easy_pp=easy_pp,
         agents=run.result,
+        extend_in_place=extend_in_place,
         request_over_run={
             "user": float(np.median(replayed.req_s / ran)),
             "agents": float(np.median(run.requested_s / ran)),

@@ -79,6 +79,12 @@ def simulate_command(
         help="With --agents: append every event the bus carried to this JSONL log "
         "(for rightsize replay)",
     ),
+    extend_in_place: bool = typer.Option(
+        False,
+        "--extend-in-place",
+        help="With --agents: the Scheduler raises a running job's limit toward its user's "
+        "request near its end instead of letting it be killed and resubmitted",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Replay a whole trace; one run per policy x estimate (x backfill order, for EASY;
@@ -95,9 +101,20 @@ def simulate_command(
         if schedule_out is not None:
             fail(RightsizeError("--schedule-out: not available with --agents"), as_json)
         _simulate_with_agents(
-            trace, policy, estimate, procs, agents_jobs, agents_history, report, event_log, as_json
+            trace,
+            policy,
+            estimate,
+            procs,
+            agents_jobs,
+            agents_history,
+            report,
+            event_log,
+            as_json,
+            extend_in_place,
         )
         return
+    if extend_in_place:
+        fail(RightsizeError("--extend-in-place: only with --agents"), as_json)
     if schedule_out is not None:
         _check_writable(schedule_out, as_json)
     from simulations.report import coincidence_note, write_report
@@ -240,6 +257,7 @@ def _simulate_with_agents(
     report: Path | None,
     event_log: Path | None,
     as_json: bool,
+    extend_in_place: bool,
 ) -> None:
     for flag, values, alone in (
         ("--policy", policy, ("fcfs", "easy")),
@@ -275,6 +293,7 @@ def _simulate_with_agents(
                     history_jobs=history,
                     home=Path(home),
                     event_log=event_log,
+                    extend_in_place=extend_in_place,
                 )
             )
     except RightsizeError as error:
@@ -287,19 +306,26 @@ def _simulate_with_agents(
             f"({c.window_jobs:,}) on the simulated cluster, {c.policy}, "
             f"{c.history_jobs:,} earlier jobs as history"
         )
-        for column in ("requests by", "mean wait", "p90 wait", "mean bsld", "killed"):
+        for column in ("run", "mean wait", "p90 wait", "mean bsld", "p99 bsld", "util"):
             table.add_column(column, justify="right")
-        table.add_column("resubmitted", justify="right")
-        table.add_column("request/run", justify="right")
-        for name, r in (("users", c.plain), ("agents", c.agents)):
+        for column in ("killed", "resubmitted", "request/run"):
+            table.add_column(column, justify="right")
+        agents_name = "agents + extension" if c.extend_in_place else "agents"
+        rows = [("EASY-user" if c.policy == "easy" else "FCFS-user", c.plain, "user")]
+        if c.easy_pp is not None:
+            rows.append(("EASY++", c.easy_pp, ""))
+        rows.append((agents_name, c.agents, "agents"))
+        for name, r, requests in rows:
             table.add_row(
                 name,
                 f"{r.mean_wait_s / 3600:.2f} h",
                 f"{r.p90_wait_s / 3600:.2f} h",
                 f"{r.mean_bsld:.2f}",
+                f"{r.p99_bsld:.1f}",
+                f"{r.utilization:.3f}",
                 f"{r.killed:,}",
                 f"{r.resubmissions:,}",
-                f"{c.request_over_run['user' if r is c.plain else 'agents']:.2f}",
+                f"{c.request_over_run[requests]:.2f}" if requests else "-",
             )
         console.print(table)
         console.print(

@@ -123,11 +123,37 @@ def test_cli_reports_both_columns(shared_data: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    for column in ("plain", "agents"):
+    for column in ("plain", "easy_pp", "agents"):
         assert data[column]["jobs"] == 15
-        for key in ("mean_wait_s", "mean_bsld", "killed", "utilization", "resubmissions"):
+        for key in ("mean_wait_s", "mean_bsld", "p99_bsld", "killed", "utilization"):
             assert key in data[column]
+    assert (data["easy_pp"]["estimate"], data["easy_pp"]["order"]) == ("last2", "sjbf")
+    assert data["extend_in_place"] is False
+    # the same window: the same jobs, so the same processor-seconds whatever the schedule
+    work = [data[c]["utilization"] * data[c]["makespan_s"] for c in ("plain", "easy_pp")]
+    assert work[0] == pytest.approx(work[1])
     assert data["history_jobs"] == 1200
+
+
+def test_cli_extension_in_place_reports_easy_user_easy_pp_and_agents_on_one_window(
+    shared_data: Path,
+) -> None:
+    trace = shared_data / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz"
+    args = ["simulate", "--trace", str(trace), "--agents", "--agents-jobs", "15"]
+    args += ["--agents-history", "1200", "--extend-in-place"]
+    table = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    rows = {line.split("│")[1].strip(): line for line in table.stdout.splitlines() if "│" in line}
+    assert {"EASY-user", "EASY++", "agents + extension"} <= set(rows)
+    for column in ("mean bsld", "p99 bsld", "util", "killed", "resubmitted"):
+        assert column in table.stdout
+
+
+def test_cli_extension_in_place_needs_agents(shared_data: Path) -> None:
+    trace = shared_data / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz"
+    result = runner.invoke(app, ["simulate", "--trace", str(trace), "--extend-in-place"])
+    assert result.exit_code == 2
+    assert "--extend-in-place: only with --agents" in result.stderr
 
 
 def test_cli_refuses_a_policy_the_cluster_does_not_run(shared_data: Path) -> None:
