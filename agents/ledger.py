@@ -31,7 +31,7 @@ from agents.events import Envelope, PlanCancelRequested, PlanRequested, event_id
 from agents.scheduler import update_plan
 from agents.topics import topic_for
 from knowledge_base.errors import ConflictError, InvalidInputError, NotFoundError
-from knowledge_base.records import Cost, Plan, PlanStatus, SegmentState
+from knowledge_base.records import CascadeSegment, Cost, Plan, PlanStatus, SegmentState
 from knowledge_base.store import KnowledgeBase
 from tools.actuators.model import JobStatus
 from tools.actuators.monitor import Progress
@@ -51,6 +51,7 @@ __all__ = [
     "request_cancel",
     "submission_event",
     "submit_confirmed",
+    "unsubmitted_segments",
     "view",
     "wait_for",
     "withdraw_draft",
@@ -377,6 +378,16 @@ async def wait_for(
         if until(plan) or time.monotonic() >= deadline:
             return plan
         await asyncio.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+
+
+def unsubmitted_segments(plan: Plan) -> list[CascadeSegment]:
+    """The planned entries of ``plan``'s ledger that no submission stands for yet."""
+    submitted = {s.index for s in plan.segments if s.state is not None}
+    return [
+        s
+        for s in plan.segments
+        if s.job_id is None and s.state is None and s.index not in submitted
+    ]
 
 
 def view(

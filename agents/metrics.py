@@ -15,12 +15,13 @@ Two kinds of figures:
   one agent once, so in a center of one process per agent each figure comes from the one
   process that decides it and Prometheus sums them without double counting.
 - **read at scrape time** (``await metrics.refresh(kb, runners, bus)``): the runners'
-  health and consumer lag, plans by state, jobs by state and partition, estimators by
-  status, and whether the broker answers (``Bus.probe``, one metadata round trip).
-  Each part is bounded by ``timeout_s``: a knowledge base or broker that does not answer
-  in time is reported down (``rightsize_up{part=...} 0``) and the scrape answers anyway
-  with the last values it has and their age. A query that outlives a scrape is not
-  started again by the next one: the next scrape waits on the same query.
+  health and consumer lag, plans by state, jobs by state and partition (counted by the
+  knowledge base, never by loading every plan), estimators by status, and whether the
+  broker answers (``Bus.probe``, one metadata round trip). Each part is bounded by
+  ``timeout_s``: a knowledge base or broker that does not answer in time is reported
+  down (``rightsize_up{part=...} 0``) and the scrape answers anyway with the last
+  values it has and their age. A query that outlives a scrape is not started again by
+  the next one: the next scrape waits on the same query.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import contextlib
 import logging
 import time
 from collections import Counter as Tally
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from agents.bus.base import Bus
 from agents.events import EstimatorDecision, EstimatorPromoted, PlanFinished, ScheduleDecision
 from agents.runtime import AgentRunner, Handled
-from knowledge_base.records import Plan, PlanStatus
+from knowledge_base.records import PlanStatus
 from knowledge_base.store import KnowledgeBase
 
 __all__ = [
@@ -50,7 +51,6 @@ __all__ = [
     "WHAT_IF_EVENTS",
     "CenterMetrics",
     "MetricSpec",
-    "job_counts",
     "plan_counts",
 ]
 
@@ -69,27 +69,9 @@ _LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1
 _WHAT_IF_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 
-def plan_counts(plans: Iterable[Plan]) -> dict[str, int]:
+def plan_counts(by_status: Mapping[PlanStatus, int]) -> dict[str, int]:
     """Plans by state, every state present (0 where none), so each series always exists."""
-    tally = Tally(str(plan.status) for plan in plans)
-    return {str(state): tally.get(str(state), 0) for state in PlanStatus}
-
-
-def job_counts(plans: Iterable[Plan]) -> dict[tuple[str, str], int]:
-    """Rightsize's jobs by (state, partition), from the plans' segment ledgers.
-
-    Every submitted segment is one job; its partition is the plan's; a job no monitor
-    has reported on yet counts as ``submitted``.
-    """
-    tally: Tally[tuple[str, str]] = Tally()
-    for plan in plans:
-        partition = plan.option.partition if plan.option is not None else "none"
-        for segment in plan.segments:
-            if segment.job_id is None:
-                continue
-            state = str(segment.state) if segment.state is not None else "submitted"
-            tally[(state, partition)] += 1
-    return dict(tally)
+    return {str(state): by_status.get(state, 0) for state in PlanStatus}
 
 
 @dataclass(frozen=True)
@@ -367,12 +349,13 @@ class CenterMetrics:
         return ok
 
     async def _read_kb(self, kb: KnowledgeBase) -> None:
-        plans = await kb.list_plans()
+        by_status = await kb.count_plans()
+        jobs = await kb.count_plan_jobs()
         estimators = await kb.list_estimators()
-        for state, count in plan_counts(plans).items():
+        for state, count in plan_counts(by_status).items():
             self.plans.labels(state).set(count)
         self.jobs.clear()
-        for (state, partition), count in job_counts(plans).items():
+        for (state, partition), count in jobs.items():
             self.jobs.labels(state, partition).set(count)
         self.estimators.clear()
         tally = Tally((e.target, str(e.status)) for e in estimators)

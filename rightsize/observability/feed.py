@@ -33,6 +33,7 @@ from agents.events import (
 )
 from agents.topics import ALL_TOPICS
 from knowledge_base.records import JobState, PlanStatus
+from tools.actuators.model import JobStatus
 
 __all__ = ["DecisionView", "EstimatorLook", "EventFeed", "FailureView", "JobLook"]
 
@@ -78,6 +79,17 @@ class JobLook(_View):
     running_since: datetime | None = None
     fraction: float | None = None
     progress: str | None = None
+
+    def status(self, job_id: str) -> JobStatus:
+        """What the feed heard of the job, as an executor's answer (for ``ledger.view``):
+        started when it first ran, ended when its last state came, unless running."""
+        return JobStatus(
+            job_id=job_id,
+            state=JobState(self.state),
+            native_state=self.state,
+            start_time=self.running_since,
+            end_time=None if self.state == JobState.RUNNING else self.since,
+        )
 
 
 class EstimatorLook(_View):

@@ -19,17 +19,19 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from agents import ledger
 from agents.bus.base import Bus
-from agents.metrics import job_counts, plan_counts
+from agents.metrics import plan_counts
 from agents.runtime import AgentHealth
 from knowledge_base.records import EstimatorRecord, EstimatorStatus, Plan, PlanStatus
-from knowledge_base.store import KnowledgeBase
+from knowledge_base.store import KnowledgeBase, PlanQuery
 from rightsize.observability.feed import DecisionView, EventFeed, FailureView
 
 __all__ = [
@@ -50,6 +52,7 @@ log = logging.getLogger(__name__)
 IN_FLIGHT = frozenset(
     {PlanStatus.AWAITING_APPROVAL, PlanStatus.APPROVED, PlanStatus.SUBMITTED, PlanStatus.RUNNING}
 )
+ENDED = frozenset(s for s in PlanStatus if s.ended)
 
 
 class _View(BaseModel):
@@ -149,37 +152,47 @@ def _agent_view(health: AgentHealth) -> AgentView:
 
 
 def _plan_view(plan: Plan, feed: EventFeed | None, now: datetime) -> PlanView:
+    """``plan`` as the ledger's ``view`` sees it, with the feed's word on its jobs (their
+    state where newer than the plan's, running time, last progress line), and the
+    segments planned but not submitted yet."""
+    looks = {}
+    if feed is not None:
+        looks = {
+            s.job_id: feed.jobs[s.job_id]
+            for s in plan.segments
+            if s.job_id is not None and s.job_id in feed.jobs
+        }
+    seen = ledger.view(
+        plan, statuses={job_id: look.status(job_id) for job_id, look in looks.items()}, now=now
+    )
     segments = []
-    submitted = {s.index for s in plan.segments if s.job_id is not None}
-    for segment in plan.segments:
-        if segment.job_id is None and segment.index in submitted:
-            continue  # the ledger's planned entry, now shown by its submissions
-        look = feed.jobs.get(segment.job_id) if feed is not None and segment.job_id else None
-        elapsed = None
-        if look is not None and look.running_since is not None:
-            end = now if look.state == "running" else look.since
-            elapsed = max(0.0, (end - look.running_since).total_seconds())
-        state = None if segment.state is None else str(segment.state)
-        if look is not None and (state is None or look.since >= plan.updated_at):
+    for job in seen.jobs:
+        look = looks.get(job.job_id or "")
+        state = str(job.state)
+        if look is not None and look.since >= plan.updated_at:
             state = look.state  # the monitor's word is newer than the ledger's
         segments.append(
             SegmentView(
-                index=segment.index,
-                walltime_s=segment.walltime_s,
-                job_id=segment.job_id,
+                index=job.segment_index,
+                walltime_s=job.walltime_s,
+                job_id=job.job_id,
                 state=state,
-                elapsed_s=elapsed,
+                elapsed_s=job.elapsed_s,
                 fraction=look.fraction if look is not None else None,
                 progress=look.progress if look is not None else None,
             )
         )
+    segments += [
+        SegmentView(index=s.index, walltime_s=s.walltime_s, job_id=None, state=None)
+        for s in ledger.unsubmitted_segments(plan)
+    ]
     segments.sort(key=lambda s: s.index)  # stable: a segment's attempts stay in order
     return PlanView(
         id=plan.id,
         user=plan.user,
         status=str(plan.status),
-        system=plan.option.system if plan.option else None,
-        partition=plan.option.partition if plan.option else None,
+        system=seen.system,
+        partition=seen.partition,
         reason=plan.reason,
         segments=segments,
         updated_at=plan.updated_at,
@@ -258,8 +271,34 @@ async def _bounded(part: str, read: Awaitable[object], timeout_s: float) -> obje
         return _DOWN
 
 
-async def _read_kb(kb: KnowledgeBase) -> tuple[list[Plan], list[EstimatorRecord]]:
-    return await kb.list_plans(), await kb.list_estimators()
+@dataclass(frozen=True)
+class _Stored:
+    """What one status read takes from the knowledge base."""
+
+    plans: list[Plan]  # in flight, and the most recently ended
+    by_status: dict[PlanStatus, int]
+    jobs: dict[tuple[str, str], int]
+    estimators: list[EstimatorRecord]
+    owners: dict[str, str]  # plan id -> user, of the plans shown and those the feed names
+
+
+async def _read_kb(kb: KnowledgeBase, recent_plans: int, named: set[str]) -> _Stored:
+    """Counts from the database, and only the plans the page shows: never every plan."""
+    plans = await kb.query_plans(PlanQuery(statuses=IN_FLIGHT))
+    if recent_plans > 0:
+        plans += await kb.query_plans(
+            PlanQuery(statuses=ENDED, newest_first=True, limit=recent_plans)
+        )
+    owners = {p.id: p.user for p in plans}
+    if missing := frozenset(named - owners.keys()):
+        owners |= {p.id: p.user for p in await kb.query_plans(PlanQuery(ids=missing))}
+    return _Stored(
+        plans=plans,
+        by_status=await kb.count_plans(),
+        jobs=await kb.count_plan_jobs(),
+        estimators=await kb.list_estimators(),
+        owners=owners,
+    )
 
 
 async def collect_status(
@@ -274,9 +313,12 @@ async def collect_status(
 ) -> StatusSnapshot:
     """The whole picture (the operator's); ``for_viewer`` narrows it for a user."""
     now = datetime.now(UTC)
+    failures = list(reversed(feed.failures)) if feed is not None else []
+    decisions = list(reversed(feed.decisions)) if feed is not None else []
+    named = {f.plan_id for f in failures if f.plan_id} | {d.plan_id for d in decisions}
     reads: dict[str, Awaitable[object]] = {}
     if kb is not None:
-        reads["knowledge_base"] = _read_kb(kb)
+        reads["knowledge_base"] = _read_kb(kb, recent_plans, named)
     if bus is not None:
         reads["bus"] = bus.probe()
     results = await asyncio.gather(
@@ -284,36 +326,29 @@ async def collect_status(
     )
     answered = dict(zip(reads, results, strict=True))
     parts_up = {part: result is not _DOWN for part, result in answered.items()}
-    plans: list[Plan] = []
-    estimators: list[EstimatorRecord] = []
+    stored = _Stored(plans=[], by_status={}, jobs={}, estimators=[], owners={})
     if parts_up.get("knowledge_base"):
-        plans, estimators = answered["knowledge_base"]  # type: ignore[misc]
-    shown = [p for p in plans if p.status in IN_FLIGHT]
-    ended = sorted(
-        (p for p in plans if p.status not in IN_FLIGHT and p.status != PlanStatus.DRAFT),
-        key=lambda p: p.updated_at,
-        reverse=True,
-    )
-    shown += ended[:recent_plans]
+        stored = answered["knowledge_base"]  # type: ignore[assignment]
     jobs: dict[str, int] = {}
-    for (state, _), count in job_counts(plans).items():
+    for (state, _), count in stored.jobs.items():
         jobs[state] = jobs.get(state, 0) + count
     # A simulated cluster's clock may run ahead of the wall clock: its jobs' elapsed time
     # is measured on the latest time the bus carried.
     jobs_now = max(now, feed.latest_event_at) if feed and feed.latest_event_at else now
+    shown = sorted(stored.plans, key=lambda p: p.created_at)
     snapshot = StatusSnapshot(
         generated_at=now,
         parts_up=parts_up,
         agents=[_agent_view(h) for h in agents],
-        plans=[_plan_view(p, feed, jobs_now) for p in sorted(shown, key=lambda p: p.created_at)],
-        failures=list(reversed(feed.failures)) if feed is not None else [],
-        decisions=list(reversed(feed.decisions)) if feed is not None else [],
-        estimators=_estimator_views(estimators, feed),
+        plans=[_plan_view(p, feed, jobs_now) for p in shown],
+        failures=failures,
+        decisions=decisions,
+        estimators=_estimator_views(stored.estimators, feed),
         simulations=read_simulations(simulations_dir),
-        plans_by_state=plan_counts(plans),
+        plans_by_state=plan_counts(stored.by_status),
         jobs_by_state=jobs,
     )
-    snapshot._owners = {p.id: p.user for p in plans}
+    snapshot._owners = stored.owners
     return snapshot
 
 

@@ -21,7 +21,7 @@ from agents.events import (
     PlanFinished,
     ScheduleDecision,
 )
-from agents.metrics import METRICS, CenterMetrics, job_counts, plan_counts
+from agents.metrics import METRICS, CenterMetrics, plan_counts
 from agents.runtime import AgentRunner, Handled
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import CascadeSegment, Plan, PlanStatus
@@ -209,15 +209,10 @@ def _plans() -> list[Plan]:
     return [running, failed]
 
 
-def test_plans_and_jobs_are_counted_by_state_and_partition() -> None:
-    plans = _plans()
-    counts = plan_counts(plans)
-    assert counts["running"] == 1 and counts["failed"] == 1 and counts["draft"] == 0
-    assert job_counts(plans) == {
-        ("completed", "normal"): 1,
-        ("running", "normal"): 1,
-        ("out_of_memory", "debug"): 1,
-    }
+def test_every_plan_state_has_a_count_zero_where_none() -> None:
+    counts = plan_counts({PlanStatus.RUNNING: 1, PlanStatus.FAILED: 2})
+    assert counts["running"] == 1 and counts["failed"] == 2 and counts["draft"] == 0
+    assert set(counts) == {str(s) for s in PlanStatus}
 
 
 async def test_a_scrape_reads_plans_and_jobs_from_the_knowledge_base(
@@ -228,8 +223,30 @@ async def test_a_scrape_reads_plans_and_jobs_from_the_knowledge_base(
     metrics = CenterMetrics()
     assert await metrics.refresh(sqlite_kb) == {"knowledge_base": True}
     assert value(metrics, "rightsize_plans", state="running") == 1
+    assert value(metrics, "rightsize_plans", state="failed") == 1
+    assert value(metrics, "rightsize_plans", state="draft") == 0
+    assert value(metrics, "rightsize_jobs", state="completed", partition="normal") == 1
     assert value(metrics, "rightsize_jobs", state="running", partition="normal") == 1
+    assert value(metrics, "rightsize_jobs", state="out_of_memory", partition="debug") == 1
     assert value(metrics, "rightsize_up", part="knowledge_base") == 1
+
+
+class NoPlanListing(SQLiteKnowledgeBase):
+    """SQLite that refuses to load every plan: what a center with many cannot afford."""
+
+    async def list_plans(self, **_: object) -> list[Plan]:
+        raise AssertionError("a scrape loaded every plan")
+
+
+async def test_a_scrape_counts_in_the_knowledge_base_without_loading_every_plan(
+    tmp_path: Path,
+) -> None:
+    async with NoPlanListing(tmp_path / "kb.db") as kb:
+        for plan in _plans():
+            await kb.put_plan(plan)
+        metrics = CenterMetrics()
+        assert await metrics.refresh(kb) == {"knowledge_base": True}
+    assert value(metrics, "rightsize_jobs", state="running", partition="normal") == 1
 
 
 class HangingKB:
@@ -241,7 +258,7 @@ class HangingKB:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def list_plans(self, **_: object) -> list[Plan]:
+    async def count_plans(self) -> dict[PlanStatus, int]:
         self.calls += 1
         await asyncio.Event().wait()
         raise AssertionError("unreachable")

@@ -29,11 +29,11 @@ from agents.metrics import CenterMetrics
 from agents.topics import ALL_TOPICS, topic_for
 from knowledge_base.records import CascadeSegment, JobState, Plan, PlanStatus
 from knowledge_base.sqlite import SQLiteKnowledgeBase
-from knowledge_base.store import KnowledgeBase
+from knowledge_base.store import KnowledgeBase, PlanQuery
 from mcp_server.auth import HashedTokenVerifier, add_user, load_tokens
 from rightsize.observability.feed import EventFeed
 from rightsize.observability.server import Access, Observed, status_app
-from rightsize.observability.status import StatusSnapshot
+from rightsize.observability.status import StatusSnapshot, Viewer, collect_status, for_viewer
 from tests.agents.conftest import (
     TansuBroker,
     _require_tansu,
@@ -194,10 +194,14 @@ async def test_metrics_with_a_token_beyond_loopback_are_prometheus_text(
 class HangingKB(SQLiteKnowledgeBase):
     """SQLite whose plan reads never answer: a database outage, switched on by the test.
 
-    The real store underneath; only ``list_plans`` hangs, as a dead server's would.
+    The real store underneath; only the plan reads and counts hang, as a dead server's would.
     """
 
-    async def list_plans(self, **_: object) -> list[Plan]:
+    async def query_plans(self, query: PlanQuery) -> list[Plan]:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def count_plans(self) -> dict[PlanStatus, int]:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
@@ -282,13 +286,13 @@ async def test_the_feed_sees_what_another_process_published_on_kafka(
 
 
 class CountingKB(SQLiteKnowledgeBase):
-    """SQLite that counts plan reads."""
+    """SQLite that counts status reads (each counts the plans once)."""
 
     reads = 0
 
-    async def list_plans(self, **kw: object) -> list[Plan]:
+    async def count_plans(self) -> dict[PlanStatus, int]:
         self.reads += 1
-        return await super().list_plans(**kw)  # type: ignore[arg-type]
+        return await super().count_plans()
 
 
 async def test_pages_polling_together_cost_one_knowledge_base_read(tmp_path: Path) -> None:
@@ -301,3 +305,89 @@ async def test_pages_polling_together_cost_one_knowledge_base_read(tmp_path: Pat
             observed.cache_s = 0
             await http.get("/api/status")
             assert counting.reads == 2
+
+
+class NoPlanListing(SQLiteKnowledgeBase):
+    """SQLite that refuses to load every plan: what a center with many cannot afford."""
+
+    async def list_plans(self, **_: object) -> list[Plan]:
+        raise AssertionError("a status read loaded every plan")
+
+
+async def test_a_status_read_shows_recent_plans_and_counts_all_without_loading_every_plan(
+    tmp_path: Path,
+) -> None:
+    async with NoPlanListing(tmp_path / "many.db") as kb:
+        for i in range(30):
+            status = PlanStatus.RUNNING if i % 10 == 0 else PlanStatus.COMPLETED
+            state = "running" if status is PlanStatus.RUNNING else "completed"
+            await kb.put_plan(plan_of("bob", f"plan-{i:02d}", status, str(i), state))
+        await kb.put_plan(plan_of("bob", "plan-draft", PlanStatus.DRAFT, "99", "completed"))
+        snapshot = await collect_status(kb, recent_plans=5)
+    assert snapshot.parts_up == {"knowledge_base": True}
+    ended = [f"plan-{i:02d}" for i in range(25, 30)]  # the five updated last
+    assert [p.id for p in snapshot.plans] == ["plan-00", "plan-10", "plan-20", *ended]
+    assert snapshot.plans_by_state["completed"] == 27
+    assert snapshot.plans_by_state["running"] == 3 and snapshot.plans_by_state["draft"] == 1
+    assert snapshot.jobs_by_state == {"completed": 28, "running": 3}
+
+
+async def test_a_user_sees_their_failure_on_a_plan_that_ended_before_the_recent_ones(
+    tmp_path: Path,
+) -> None:
+    async with SQLiteKnowledgeBase(tmp_path / "kb.db") as kb:
+        await kb.put_plan(plan_of("alice", "plan-old", PlanStatus.FAILED, "7", "timeout"))
+        for i in range(3):
+            await kb.put_plan(
+                plan_of("bob", f"plan-{i}", PlanStatus.COMPLETED, str(i), "completed")
+            )
+        feed = EventFeed(InMemoryBus())
+        failed = JobStateChanged(
+            system="s", job_id="7", plan_id="plan-old", state=JobState.TIMEOUT, reason="hit 60 s"
+        )
+        feed.add_bytes(event(failed, "7"))
+        snapshot = await collect_status(kb, feed=feed, recent_plans=2)
+    assert "plan-old" not in {p.id for p in snapshot.plans}
+    mine = for_viewer(snapshot, Viewer(user="alice"))
+    assert [f.reason for f in mine.failures] == ["hit 60 s"]
+    assert for_viewer(snapshot, Viewer(user="bob")).failures == []
+
+
+async def test_a_cascades_segments_show_each_job_the_feeds_word_and_what_is_still_planned(
+    tmp_path: Path,
+) -> None:
+    plan = make_plan("plan-c", generic_spec(), partition="normal", segments=3).model_copy(
+        update={
+            "status": PlanStatus.RUNNING,
+            "segments": [
+                CascadeSegment(index=0, walltime_s=60),
+                CascadeSegment(index=1, walltime_s=60),
+                CascadeSegment(index=2, walltime_s=60),
+                CascadeSegment(index=0, walltime_s=60, job_id="1", state="out_of_memory"),
+                CascadeSegment(index=0, walltime_s=60, job_id="2", state="completed"),
+                CascadeSegment(index=1, walltime_s=60, job_id="3", state="pending"),
+            ],
+        }
+    )
+    async with SQLiteKnowledgeBase(tmp_path / "kb.db") as kb:
+        await kb.put_plan(plan)
+        feed = EventFeed(InMemoryBus())
+        for payload in (
+            JobStateChanged(system="s", job_id="3", plan_id="plan-c", state=JobState.RUNNING),
+            JobProgress(system="s", job_id="3", plan_id="plan-c", unit="step", done=5, total=20,
+                        fraction=0.25),
+        ):  # fmt: skip
+            feed.add_bytes(event(payload, "3"))
+        snapshot = await collect_status(kb, feed=feed)
+    (shown,) = snapshot.plans
+    rows = [(s.index, s.job_id, s.state, s.progress) for s in shown.segments]
+    assert rows == [
+        (0, "1", "out_of_memory", None),
+        (0, "2", "completed", None),
+        (1, "3", "running", "5/20 step"),  # the monitor's word, newer than the ledger's
+        (2, None, None, None),  # planned, not submitted yet
+    ]
+    running = shown.segments[2]
+    assert running.elapsed_s is not None and 0 <= running.elapsed_s < 60
+    assert running.fraction == 0.25
+    assert (shown.system, shown.partition) == ("testcluster", "normal")
