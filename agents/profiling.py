@@ -59,6 +59,7 @@ from knowledge_base.records import (
 from knowledge_base.store import KnowledgeBase
 from knowledge_base.workload import DNNTraining, WorkloadSpec
 from tools.actuators.base import Executor
+from tools.estimators.gpu.correction import measurement_record
 
 __all__ = [
     "PROFILE_TARGET",
@@ -201,6 +202,7 @@ class ProfilingObservation(Observation):
     plan: Plan | None = None
     finished: PlanFinished | None = None
     output: str = ""
+    gpu_model: str | None = Field(default=None, description="A GPU run's catalog GPU model")
 
 
 class Launch(Action):
@@ -269,9 +271,26 @@ class Profiling(Agent[ProfilingObservation]):
                     if exc.transient:
                         raise
             return ProfilingObservation(
-                event=event, kind="finished", plan=plan, finished=payload, output=output
+                event=event,
+                kind="finished",
+                plan=plan,
+                finished=payload,
+                output=output,
+                gpu_model=await self._gpu_model(plan),
             )
         return None
+
+    async def _gpu_model(self, plan: Plan) -> str | None:
+        """The catalog's GPU model of a profiling run on a GPU partition (None: CPU)."""
+        option = plan.option
+        if option is None or not option.gpus_per_node or option.node_type is None:
+            return None
+        try:
+            system = (await self.kb.get_catalog()).system(option.system)
+        except (NotFoundError, KeyError):
+            return None
+        node = next((n for n in system.node_types if n.name == option.node_type), None)
+        return node.gpu.model if node is not None and node.gpu is not None else None
 
     def decide(self, observation: ProfilingObservation) -> list[Action]:
         if observation.kind == "request":
@@ -371,8 +390,28 @@ class Profiling(Agent[ProfilingObservation]):
             iteration_s_spread=fields.get("spread_s"),
             peak_memory_mb=fields.get("peak_memory_mb"),
         )
+        measured: list[Action] = []
+        if observation.gpu_model is not None and option.gpus_per_node and fields["iteration_s"] > 0:
+            # A GPU step measurement too: what Model Promotion corrects the per-operator
+            # GPU model on (tools.estimators.gpu.correction).
+            measured.append(
+                StoreProfile(
+                    profile=measurement_record(
+                        f"{plan.id}-gpu-step",
+                        workload,
+                        batch_size=int(profile.config["batch_size"]),
+                        gpus=option.gpus_per_node,
+                        gpu_model=observation.gpu_model,
+                        step_s=fields["iteration_s"],
+                        source="profiling",
+                        hardware=dict(profile.hardware),
+                        created_at=observation.event.time,
+                    )
+                )
+            )
         return [
             StoreProfile(profile=profile),
+            *measured,
             Emit(
                 payload=ProfileCompleted(
                     plan_id=requester,

@@ -30,6 +30,10 @@ promoted estimator honest:
    publishes ``estimator.promoted``, on which Resource Estimation drops its cache and
    serves the new estimator from the next request, without a restart.
 
+DNN time on GPUs (Profiling's ``dnn_runtime_s`` requests) is retrained in
+``agents.promotion_gpu``: a per-GPU correction of the per-operator GPU model, fitted on
+the center's own GPU step measurements and promoted only when its held-out error drops.
+
 Artifacts are JSON under ``artifacts_dir``: the log-linear model's coefficients; the
 history estimator's settings and the jobs it saw (replayed on load: no pickles). Other
 trainers plug in through ``Trainer`` (finished jobs -> a ``RuntimeModel``).
@@ -66,6 +70,12 @@ from agents.events import (
     EstimatorPromoted,
     EstimatorRetrainRequested,
     JobFinished,
+)
+from agents.promotion_gpu import (
+    GPU_TARGETS,
+    RetrainGpuStep,
+    record_finished_gpu_job,
+    retrain_gpu,
 )
 from agents.runtime import Action, Agent, Emit, Observation
 from agents.topics import ESTIMATORS, JOBS
@@ -724,6 +734,7 @@ class ModelPromotion(Agent[PromotionObservation]):
                 await self.kb.get_job(payload.job.system, payload.job.job_id)
             except NotFoundError:
                 await self.kb.add_jobs([payload.job])
+            await record_finished_gpu_job(self.kb, payload.job)  # DNN on GPUs only
             if self._counted != str(event.id):
                 self._counted = str(event.id)
                 self._new_jobs += 1
@@ -753,6 +764,9 @@ class ModelPromotion(Agent[PromotionObservation]):
     def decide(self, observation: PromotionObservation) -> list[Action]:
         policy = self.policy
         if observation.kind == "retrain":
+            if observation.target in GPU_TARGETS and observation.target not in self.trainers:
+                # DNN time: the per-operator GPU model's correction (agents.promotion_gpu)
+                return [RetrainGpuStep(reason=observation.reason or "asked")]
             if observation.target not in self.trainers:
                 return [
                     Emit(
@@ -836,6 +850,16 @@ class ModelPromotion(Agent[PromotionObservation]):
                 self._new_jobs = 0
             elif isinstance(action, Retrain):
                 emits.extend(await self._retrain(action, cause))
+            elif isinstance(action, RetrainGpuStep):
+                emits.extend(
+                    await retrain_gpu(
+                        self.kb,
+                        self.artifacts_dir,
+                        action,
+                        cause,
+                        holdout_fraction=self.policy.holdout_fraction,
+                    )
+                )
             elif isinstance(action, Emit):
                 emits.append(action)
             else:

@@ -22,6 +22,7 @@ __all__ = [
     "CoverageBasis",
     "EstimatorRecord",
     "EstimatorStatus",
+    "GpuMemoryPeak",
     "Interval",
     "JobRecord",
     "JobState",
@@ -97,6 +98,25 @@ class PlanOption(_Model):
     batch_size: int | None = Field(default=None, ge=1)
 
 
+class GpuMemoryPeak(_Model):
+    """Peak memory per GPU of a training step, white-box (fake-tensor trace replayed
+    through PyTorch's CUDA caching allocator), in MiB."""
+
+    allocated_mib: float = Field(ge=0, description="torch.cuda.max_memory_allocated")
+    reserved_mib: float = Field(ge=0, description="torch.cuda.max_memory_reserved")
+    context_mib: float = Field(ge=0, description="CUDA context, outside the allocator")
+    total_mib: float = Field(ge=0, description="reserved + context: what the device must hold")
+    capacity_mib: float | None = Field(default=None, description="The GPU's memory")
+    fits: bool | None = Field(
+        default=None, description="No allocation fails within the capacity (None: unknown)"
+    )
+    per_gpu_batch: int = Field(ge=1)
+    optimizer: str
+    precision: str
+    context_basis: str = Field(description="Where the context size comes from")
+    method: str = "fake-tensor trace + CUDA caching allocator replay"
+
+
 class ResourceEstimate(_Model):
     """What a workload needs on one option, and how sure the estimator is."""
 
@@ -104,6 +124,9 @@ class ResourceEstimate(_Model):
     runtime_s: Interval
     memory_mb: Interval = Field(description="Peak host memory per node, MB")
     gpu_memory_mb: Interval | None = Field(default=None, description="Peak per GPU, MB")
+    gpu_memory: GpuMemoryPeak | None = Field(
+        default=None, description="White-box peak per GPU (allocated, reserved, context)"
+    )
     estimator_id: str = Field(description="Registry id, or 'analytic-fallback'")
     validation_error: float | None = Field(
         default=None, ge=0, description="The estimator's held-out error (see error_metric)"

@@ -19,9 +19,7 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich import box
@@ -107,7 +105,8 @@ def _render(estimates: list[dict[str, object]]) -> None:
         console.print(f"estimator: {name}", highlight=False, soft_wrap=True)
     console.print(
         "[dim]peak memory: training memory above the process's resident set after "
-        "`import torch` (host) or on the GPU; walltime = iterations x time + 120 s start-up[/]",
+        "`import torch` (host) or on the GPU; walltime = iterations x time + start-up "
+        "(10/30/120 s at p10/p50/p90)[/]",
         highlight=False,
     )
 
@@ -149,7 +148,8 @@ def _render_compact(estimates: list[dict[str, object]]) -> None:
     console.print(table)
     console.print(
         "[dim]fit: options whose memory fits the hardware; walltime = iterations x time + "
-        "120 s start-up; --json or --details for every option and batch size[/]",
+        "start-up (10/30/120 s at p10/p50/p90); --json or --details for every option and "
+        "batch size[/]",
         highlight=False,
     )
 
@@ -196,6 +196,7 @@ def estimate_command(
             estimate,
             hardware_options,
             load_bundle,
+            load_opcost,
             smoke_step,
         )
         from tools.estimators.dnn.usermodel import load_user_model
@@ -213,11 +214,13 @@ def estimate_command(
             model_file, model_class, input_shape=_shape(input_shape), num_classes=num_classes
         )
         # Everything about the input is checked before anything is trained or registered.
-        graphs = {size: graph_data(user.graph(size)) for size in sizes}
         hardware = hardware or ([] if gpu or gpu_spec else ["local"])
         needs_catalog = bool(gpu) or any(h != "local" for h in hardware)
         catalog = asyncio.run(_catalog(settings)) if needs_catalog else None
-        gpu_rows = _gpu_rows(user, graphs, gpu, gpu_spec, catalog, epochs, samples, optimizer)
+        # The GPU answers first: their fake-tensor trace names the operator a model
+        # fails on; the CPU estimators' op graph is built only when they are asked.
+        gpu_rows = _gpu_rows(user, sizes, gpu, gpu_spec, catalog, epochs, samples, optimizer)
+        graphs = {size: graph_data(user.graph(size)) for size in sizes} if hardware else {}
         options = hardware_options(hardware, catalog, threads)
         if any(o.local for o in options):
             for size in sizes:
@@ -254,6 +257,7 @@ def estimate_command(
                 options=options,
                 bundle=bundle,
                 bundle_ids=chosen,
+                opcost=load_opcost(),
             )
     except RightsizeError as error:
         fail(error, as_json)
@@ -264,7 +268,7 @@ def estimate_command(
 
 def _gpu_rows(
     user: object,
-    graphs: Mapping[int, Any],
+    sizes: list[int],
     names: list[str],
     spec_files: list[Path],
     catalog: Catalog | None,
@@ -280,10 +284,9 @@ def _gpu_rows(
 
     assert isinstance(user, UserModel)
     targets = gpu_targets(names, spec_files, catalog)
-    summaries = {size: data.summary for size, data in graphs.items()}
     rows = gpu_option_estimates(
         lambda size: user.task(size, meta=True),
-        summaries,
+        {size: {} for size in sizes},
         targets,
         epochs=epochs,
         samples=samples,

@@ -163,8 +163,8 @@ async def test_a_retrain_for_a_target_without_a_trainer_is_skipped_with_the_reas
 ) -> None:
     await center.start(ModelPromotion(center.kb, tmp_path / "estimators"))
     await center.publish(
-        EstimatorRetrainRequested(target="dnn_runtime_s", reason="new profile"), "estimators"
-    )
+        EstimatorRetrainRequested(target="queue_wait_s", reason="asked"), "estimators"
+    )  # (DNN time, dnn_runtime_s, has its own: tests/agents/test_promotion_gpu.py)
     await center.settle()
     [decision] = await center.recorder.of(EstimatorDecision)
     assert decision.decision == "skipped" and "no trainer" in decision.reason

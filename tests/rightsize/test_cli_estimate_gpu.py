@@ -57,3 +57,90 @@ def test_gpu_spec_with_a_missing_field_names_it_and_exits_2(tmp_path: Path) -> N
 def test_unknown_gpu_name_lists_known_ones_and_exits_2() -> None:
     code, _, output = _estimate("--batch-size", "8", "--gpu", "Voodoo 5")
     assert code == 2 and "Voodoo 5" in output and "A100" in output
+
+
+def _registry(tmp_path: Path) -> list[str]:
+    import asyncio
+
+    from knowledge_base.sqlite import SQLiteKnowledgeBase
+
+    path = tmp_path / "home" / "rightsize.db"
+    if not path.exists():
+        return []
+
+    async def ids() -> list[str]:
+        kb = SQLiteKnowledgeBase(path)
+        try:
+            return [r.id for r in await kb.list_estimators()]
+        finally:
+            await kb.close()
+
+    return asyncio.run(ids())
+
+
+def test_entries_carry_white_box_gpu_memory_allocated_and_reserved(tmp_path: Path) -> None:
+    code, stdout, output = _estimate(
+        "--batch-size", "64", "--gpu", "NVIDIA Tesla P100 (Pascal)", "--json"
+    )
+    assert code == 0, output
+    (row,) = json.loads(stdout)["estimates"]
+    memory = row["gpu_memory_mib"]
+    assert 0 < memory["allocated"] <= memory["reserved"] < memory["total"]
+    assert memory["context"] == 800.0 and "pascal" in memory["context_basis"]
+    assert row["peak_memory_mb"]["p50"] == memory["total"] and row["fits"] is True
+
+
+def test_a_batch_past_the_gpu_memory_does_not_fit(tmp_path: Path) -> None:
+    code, stdout, output = _estimate(
+        "--batch-size", "131072", "--gpu", "NVIDIA A100 40GB", "--json"
+    )
+    assert code == 0, output
+    (row,) = json.loads(stdout)["estimates"]
+    assert row["fits"] is False and row["gpu_memory_mib"]["total"] > 40960
+
+
+BROKEN = """
+import torch
+from torch import nn
+class Broken(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(5, 3)
+    def forward(self, x):
+        return self.fc(x)
+def example_batch(n):
+    return torch.randn(n, 7), torch.randint(0, 3, (n,))
+"""
+
+
+@pytest.mark.parametrize(
+    ("spec", "gpu", "words"),
+    [
+        ({k: v for k, v in V100.items() if k != "Num_Sm"}, None, "Num_Sm"),
+        ({**V100, "SingleFLOPs": 0}, None, "SingleFLOPs"),
+        ({**V100, "Freq": -1370}, None, "Freq"),
+        (None, "Voodoo 5", "known:"),
+        (None, "BROKEN", "operator"),
+    ],
+)
+def test_bad_gpu_input_exits_2_names_the_field_and_writes_nothing(
+    tmp_path: Path, spec: dict[str, object] | None, gpu: str | None, words: str
+) -> None:
+    args = ["--batch-size", "8", "--hardware", "pitzer"]
+    base = ["estimate", "--model-file", str(EXAMPLE), "--model-class", "SmallCNN"]
+    if spec is not None:
+        path = tmp_path / "spec.json"
+        path.write_text(json.dumps(spec))
+        args += ["--gpu-spec", str(path)]
+    elif gpu == "BROKEN":
+        model = tmp_path / "broken.py"
+        model.write_text(BROKEN)
+        base = ["estimate", "--model-file", str(model), "--model-class", "Broken"]
+        args += ["--gpu", "NVIDIA A100 80GB"]
+    else:
+        assert gpu is not None
+        args += ["--gpu", gpu]
+    result = runner.invoke(app, [*base, *args])
+    assert result.exit_code == 2, result.output
+    assert words in result.output
+    assert _registry(tmp_path) == []

@@ -266,7 +266,27 @@ def build_plan(
     """The plan for one estimated candidate, or the first limit it cannot meet."""
     notes: list[str] = []
     gpu = candidate.node_type.gpu
-    if candidate.gpus_per_node and estimate.gpu_memory_mb is not None and gpu is not None:
+    peak = estimate.gpu_memory
+    if candidate.gpus_per_node and peak is not None and peak.fits is not None and gpu is not None:
+        # White-box: the caching allocator was replayed within the GPU's memory.
+        if not peak.fits:
+            capacity_mib = peak.capacity_mib or 0.0
+            return infeasible(
+                candidate,
+                "gpu_memory",
+                f"needs {peak.total_mib:,.0f} MiB of GPU memory (batch {peak.per_gpu_batch} "
+                f"per GPU: {peak.reserved_mib:,.0f} MiB reserved by PyTorch's caching "
+                f"allocator, {peak.allocated_mib:,.0f} MiB of it allocated, + "
+                f"{peak.context_mib:,.0f} MiB CUDA context, {peak.context_basis}); "
+                f"{gpu.model} has {capacity_mib:,.0f} MiB",
+                peak.total_mib / max(capacity_mib, 1.0) - 1,
+            )
+        if peak.capacity_mib is not None and peak.total_mib > peak.capacity_mib:
+            notes.append(
+                f"GPU memory is tight: {peak.total_mib:,.0f} MiB at the peak, fits "
+                f"{gpu.model}'s {peak.capacity_mib:,.0f} MiB only by freeing the allocator's cache"
+            )
+    elif candidate.gpus_per_node and estimate.gpu_memory_mb is not None and gpu is not None:
         need = estimate.gpu_memory_mb.point
         capacity, exact = _gpu_memory_bound(candidate)
         batch = candidate.batch_size

@@ -8,9 +8,15 @@ in order and the first answer wins (``tools.planning.estimation.estimate_first``
 2. the promoted registry estimator (Model Promotion's choice), when a loader for it is
    given (the agents' ``agents.promotion`` provides one; tools cannot import agents),
 3. the per-hardware estimators (``_hardware_estimators``: Gavel's GPU roofline where it
-   has measurements; a GPU estimator plugs in there),
+   has measurements, then the per-operator GPU model where its recorded
+   leave-one-GPU-out error beats the analytic fallback's, ``gpu_time_choice``),
 4. for generic jobs, the history estimator trained on each system's finished jobs,
 5. the analytic fallbacks (``tools.planning.whatif.default_estimators``).
+
+For DNN training every estimator after the profiles is wrapped in
+``WhiteBoxGpuMemory``: its GPU answers carry the white-box peak GPU memory (the step
+traced once per model and kept per process, ``tools.estimators.gpu.workload_trace``)
+and, when the per-operator time model is not used, why not.
 
 What is expensive is kept between requests: a system's history estimator (a full
 XGBoost training on up to ``history_jobs`` jobs) and the loaded promoted model. Each
@@ -27,11 +33,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from knowledge_base.catalog import Catalog
+from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import EstimatorRecord, ProfileStatus
 from knowledge_base.store import JobQuery, KnowledgeBase
 from knowledge_base.workload import DNNTraining, GenericJob, WorkloadSpec
@@ -40,6 +48,8 @@ from tools.planning.profiled import PROFILE_FAMILY, ProfiledWorkloadEstimator
 from tools.planning.whatif import default_estimators
 
 if TYPE_CHECKING:  # xgboost is heavy: imported where a history estimator is trained
+    from tools.estimators.gpu.correction import GpuStepCorrection
+    from tools.estimators.gpu.selection import OpCostChoice
     from tools.estimators.history import HistoryEstimator
 
 __all__ = [
@@ -105,6 +115,9 @@ class EstimatorChain:
         self._promoted_failed: str | None = None
         self._promoted_problem: str | None = None  # why the promoted one is not serving
         self.trainings = 0  # history trainings so far (what the cache saves shows here)
+        self._gpu_choice: OpCostChoice | None = None
+        self._correction: tuple[str, GpuStepCorrection, float] | None = None
+        self._correction_failed: str | None = None
 
     async def estimators(
         self, spec: WorkloadSpec, catalog: Catalog, now: datetime | None = None
@@ -117,10 +130,71 @@ class EstimatorChain:
         promoted = await self.promoted()
         if promoted is not None:
             chain.append(promoted.at(now))
+        if isinstance(spec.workload, DNNTraining):
+            await self._load_correction()
+            # GPU answers carry the white-box peak GPU memory, whichever model gives the
+            # time; those not from the per-operator model say why it did not answer.
+            from tools.estimators.gpu_memory.planner import WhiteBoxGpuMemory
+
+            choice = self.gpu_time_choice()
+            for estimator in [*self._hardware_estimators(spec), *default_estimators(spec)]:
+                note = "" if choice.use or _is_opcost(estimator) else choice.reason
+                chain.append(WhiteBoxGpuMemory(estimator, note))
+            return chain
         chain.extend(self._hardware_estimators(spec))
         chain.extend(await self._history_estimators(spec, catalog, now))
         chain.extend(default_estimators(spec))
         return chain
+
+    def gpu_time_choice(self) -> OpCostChoice:
+        """Whether GPU options get the per-operator time model (read once per process)."""
+        if self._gpu_choice is None:
+            from tools.estimators.gpu.estimator import load_step_model
+            from tools.estimators.gpu.selection import choose_opcost
+
+            try:
+                model = load_step_model()
+            except (InvalidInputError, KeyError, TypeError, ValueError) as exc:
+                log.warning("per-operator GPU model cannot be loaded: %s", exc)
+                self._gpu_choice = choose_opcost(None)
+            else:
+                found = self._correction
+                self._gpu_choice = choose_opcost(
+                    model.meta,
+                    model.estimator_id,
+                    correction=(found[0], found[2]) if found is not None else None,
+                )
+        return self._gpu_choice
+
+    async def _load_correction(self) -> None:
+        """The promoted per-GPU correction of the per-operator model (Model Promotion's,
+        fitted on the center's own GPU runs), reloaded when another is promoted."""
+        from tools.estimators.gpu.correction import GPU_CORRECTION_TARGET, load_correction
+
+        record = await self.kb.promoted_estimator(GPU_CORRECTION_TARGET)
+        current = self._correction[0] if self._correction is not None else None
+        wanted = record.id if record is not None else None
+        if wanted == current or wanted == self._correction_failed:
+            return
+        self._gpu_choice = None  # chosen again with the new correction
+        self._correction = None
+        if record is None:
+            return
+        from tools.estimators.gpu.estimator import load_step_model
+
+        try:
+            correction = load_correction(Path(record.artifact_path or ""))
+            base = load_step_model().estimator_id
+        except (OSError, ValueError, InvalidInputError) as exc:
+            log.warning("GPU correction %s cannot be loaded: %s", record.id, exc)
+            self._correction_failed = record.id
+            return
+        if correction.base_estimator != base:
+            log.warning("GPU correction %s corrects %s, not %s", record.id,
+                        correction.base_estimator, base)  # fmt: skip
+            self._correction_failed = record.id
+            return
+        self._correction = (record.id, correction, float(record.validation.get("mape", 1e9)))
 
     # -- the links -------------------------------------------------------------------------
 
@@ -164,7 +238,10 @@ class EstimatorChain:
 
     def unavailable(self) -> list[str]:
         """Why estimators that should be in the chain are not (for the answer's readers)."""
-        return [self._promoted_problem] if self._promoted_problem else []
+        found = [self._promoted_problem] if self._promoted_problem else []
+        if self._gpu_choice is not None and not self._gpu_choice.use:
+            found.append(self._gpu_choice.reason)
+        return found
 
     def forget_promoted(self) -> None:
         """Drop the loaded promoted model (a promotion event arrived)."""
@@ -172,16 +249,21 @@ class EstimatorChain:
         self._promoted_failed = None
         self._promoted_problem = None
 
-    @staticmethod
-    def _hardware_estimators(spec: WorkloadSpec) -> list[Estimator]:
-        """The one place per-hardware estimators are chosen for a workload."""
+    def _hardware_estimators(self, spec: WorkloadSpec) -> list[Estimator]:
+        """The one place per-hardware estimators are chosen for a workload: Gavel's
+        measured roofline, then the per-operator GPU model where its validation error
+        beats the analytic fallback's (``tools.estimators.gpu.selection``)."""
         from tools.estimators.dnn.adapter import planner_estimators  # torch loads on use
 
-        # tools.estimators.gpu.planner.GpuOpCostEstimator (issue #16) is not chained: it
-        # traces the model on the request path (seconds a batch size; the MCP fuzz test's
-        # what-ifs time out) and on NeuSight's end-to-end runs it errs more than the
-        # analytic fallback (31.5% against 19.5% MAPE, docs/estimators.md section 8).
-        return list(planner_estimators(spec))
+        found = list(planner_estimators(spec))
+        if isinstance(spec.workload, DNNTraining):
+            choice = self.gpu_time_choice()
+            if choice.use:
+                from tools.estimators.gpu.planner import GpuOpCostEstimator
+
+                correction = self._correction[1] if self._correction is not None else None
+                found.append(GpuOpCostEstimator(reason=choice.reason, correction=correction))
+        return found
 
     async def _history_estimators(
         self, spec: WorkloadSpec, catalog: Catalog, now: datetime
@@ -223,3 +305,7 @@ class EstimatorChain:
             self._history[system] = _TrainedHistory(jobs, estimator)
             log.info("history estimator for %s trained on %d jobs", system, len(records))
             return estimator
+
+
+def _is_opcost(estimator: Estimator) -> bool:
+    return type(estimator).__name__ == "GpuOpCostEstimator"

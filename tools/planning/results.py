@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from knowledge_base.records import (
     CascadeSegment,
     Cost,
+    GpuMemoryPeak,
     Interval,
     Plan,
     PlanOption,
@@ -133,6 +134,7 @@ class PlannedOption:
                 coverage_basis=runtime.coverage_basis,
             ),
             gpu_memory_mb=self.estimate.gpu_memory_mb,
+            gpu_memory=self.estimate.gpu_memory,
             host_memory_mb=self.estimate.memory_mb,
             cost=None if cost is None else round(cost.amount, 4),
             cost_unit=None if cost is None else cost.unit,
@@ -194,6 +196,9 @@ class PlanSummary(_Model):
     expected_segments: int
     runtime_s: Interval = Field(description="Expected run, restart overheads included")
     gpu_memory_mb: Interval | None
+    gpu_memory: GpuMemoryPeak | None = Field(
+        default=None, description="White-box peak per GPU: allocated, reserved, context MiB"
+    )
     host_memory_mb: Interval
     cost: float | None = Field(description="Expected charge in cost_unit; None: unpublished")
     cost_unit: str | None

@@ -31,7 +31,12 @@ from knowledge_base.records import Interval, ResourceEstimate
 from knowledge_base.workload import DNNTraining, Precision, WorkloadSpec
 from tools.estimators.dnn.paths import default_dataset_path
 from tools.estimators.dnn.roofline import GPU_SPECS, BatchRoofline, GPUPoint
-from tools.planning.analytic import STARTUP_S, AnalyticDNNEstimator
+from tools.planning.analytic import (
+    STARTUP_LOW_S,
+    STARTUP_POINT_S,
+    STARTUP_S,
+    AnalyticDNNEstimator,
+)
 from tools.planning.estimation import Candidate, Estimator, NoEstimate, Workload
 
 __all__ = [
@@ -141,11 +146,12 @@ class GPURooflineEstimator:
             return base
         step_s = model.step_s(gavel_model, batch, gpu.fp32_tflops)
         steps = workload.epochs * math.ceil(workload.dataset_samples / batch)
-        point = STARTUP_S + steps * step_s
+        point = STARTUP_POINT_S + steps * step_s
         # Truth = prediction / (1 + relative error): the error quantiles bound the truth.
+        # Start-up has its own range (the analytic model's), which the error does not scale.
         runtime = Interval(
             point=point,
-            low=min(point, STARTUP_S + steps * step_s / (1 + max(q90, 0.0))),
+            low=min(point, STARTUP_LOW_S + steps * step_s / (1 + max(q90, 0.0))),
             high=max(point, STARTUP_S + steps * step_s / (1 + min(q10, 0.0))),
             coverage=0.8,
             coverage_basis="held_out",  # leave-one-GPU-out error quantiles

@@ -36,7 +36,7 @@ from tools.estimators.dnn.dataset import (
 )
 from tools.estimators.dnn.features import FeatureInput
 from tools.estimators.dnn.usermodel import UserModel
-from tools.planning.analytic import STARTUP_S
+from tools.planning.analytic import STARTUP_LOW_S, STARTUP_POINT_S, STARTUP_S
 from tools.profiling.analytic import (
     HardwareSpec,
     analytic_memory_mb,
@@ -433,8 +433,8 @@ def estimate(
                 estimator = ANALYTIC_OPGRAPH_ID
                 note = "analytic op-graph model (untrained for this hardware): wide interval"
             walltime = Quantiles(
-                p10=iterations * iteration.p10 + STARTUP_S,
-                p50=iterations * iteration.p50 + STARTUP_S,
+                p10=iterations * iteration.p10 + STARTUP_LOW_S,
+                p50=iterations * iteration.p50 + STARTUP_POINT_S,
                 p90=iterations * iteration.p90 + STARTUP_S,
             )
             host_extra = baseline_mb if option.spec.kind == "cpu" else 0.0

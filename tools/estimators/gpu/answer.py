@@ -5,7 +5,10 @@ is an error listing the known ones) and ``--gpu-spec FILE.json`` through NeuSigh
 ``gpu_option_estimates`` traces each batch size once and prices it on every GPU asked:
 per-iteration time (the per-operator model, p10/p50/p90), ``forward_backward_s``
 without the optimizer step (what published measurements, NeuSight's among them, time),
-peak memory (the analytic op-graph model plus the CUDA context) and walltime.
+peak memory per GPU, white-box (``gpu_memory_mib``: the step's allocations, traced twice
+and derived for every batch size, replayed through PyTorch's CUDA caching allocator, plus
+the CUDA context assumed for the GPU's generation) and walltime (start-up as the analytic
+model's: 10/30/120 s at p10/p50/p90).
 """
 
 from __future__ import annotations
@@ -14,18 +17,36 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from knowledge_base.catalog import Catalog, GPUSpec
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.gpu.estimator import GpuStepModel, Quantiles, load_step_model
 from tools.estimators.gpu.specs import GpuSpec, load_spec_file, spec_for_catalog_gpu
+from tools.planning.analytic import STARTUP_LOW_S, STARTUP_POINT_S, STARTUP_S
 from tools.profiling.zoo.registry import TrainingTask
 
-__all__ = ["GpuOptionEstimate", "catalog_gpus", "gpu_option_estimates", "gpu_targets"]
+__all__ = [
+    "GpuMemoryMib",
+    "GpuOptionEstimate",
+    "catalog_gpus",
+    "gpu_option_estimates",
+    "gpu_targets",
+]
 
-STARTUP_S = 120.0  # as tools.planning.analytic: job start-up added to every walltime
-CUDA_CONTEXT_MB = 1024.0
+_MIB = float(1 << 20)
+
+
+class GpuMemoryMib(BaseModel):
+    """White-box peak memory per GPU (MiB): what torch reports and what the device holds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allocated: float = Field(description="torch.cuda.max_memory_allocated")
+    reserved: float = Field(description="torch.cuda.max_memory_reserved")
+    context: float = Field(description="CUDA context, assumed per GPU generation")
+    total: float = Field(description="reserved + context")
+    context_basis: str
 
 
 class GpuOptionEstimate(BaseModel):
@@ -38,6 +59,7 @@ class GpuOptionEstimate(BaseModel):
     iteration_time_s: Quantiles
     forward_backward_s: Quantiles
     peak_memory_mb: Quantiles
+    gpu_memory_mib: GpuMemoryMib
     walltime_s: Quantiles
     fits: bool
     estimator: str
@@ -78,7 +100,7 @@ def gpu_targets(
 
 def gpu_option_estimates(
     task_for: Callable[[int], TrainingTask],
-    summaries: Mapping[int, Mapping[str, float]],
+    summaries: Mapping[int, object],
     targets: Sequence[GpuSpec],
     *,
     epochs: int,
@@ -86,25 +108,51 @@ def gpu_option_estimates(
     optimizer: str,
     model: GpuStepModel | None = None,
 ) -> list[GpuOptionEstimate]:
-    """Estimates for every (GPU, batch size); ``summaries`` are the batches' op-graph sums."""
+    """Estimates for every (GPU, batch size); the batch sizes are ``summaries``' keys."""
     from tools.estimators.gpu.ops import kernels_of
     from tools.estimators.gpu.trace import trace_training_step
-    from tools.profiling.analytic import analytic_memory_mb
+    from tools.estimators.gpu.workload_trace import gpu_generation
+    from tools.estimators.gpu_memory.allocator import replay
+    from tools.estimators.gpu_memory.estimate import CONTEXT_MB
+    from tools.estimators.gpu_memory.scaled import ScalableSteps
 
+    if optimizer not in ("sgd", "adam"):
+        raise InvalidInputError("must be sgd or adam", field="--optimizer", value=optimizer)
     model = model or load_step_model()
+    steps = ScalableSteps.trace(task_for, optimizer=optimizer)  # type: ignore[arg-type]
     out: list[GpuOptionEstimate] = []
-    for batch, summary in summaries.items():
+    for batch in summaries:
         task = task_for(batch)
         kernels = kernels_of(trace_training_step(task))
         parameters = sum(p.numel() for p in task.model.parameters() if p.requires_grad)
-        memory_mb = analytic_memory_mb(summary, optimizer) + CUDA_CONTEXT_MB
-        memory = Quantiles(p10=memory_mb * 0.85, p50=memory_mb, p90=memory_mb * 1.2)
+        scaled = steps or ScalableSteps.exact(task_for, batch, optimizer=optimizer)  # type: ignore[arg-type]
+        events = scaled.events(batch)
+        peaks = replay(events)
         iterations = epochs * math.ceil(samples / batch)
         for spec in targets:
+            generation = gpu_generation(spec.name)
+            context = CONTEXT_MB[generation] if generation else max(CONTEXT_MB.values())
+            total = peaks.peak_reserved_bytes / _MIB + context
+            capacity = spec.memory_gb * 1024
+            fits = total <= capacity or (
+                capacity > context
+                and not replay(
+                    events, capacity_bytes=int((capacity - context) * _MIB)
+                ).out_of_memory
+            )
+            memory = GpuMemoryMib(
+                allocated=round(peaks.peak_allocated_bytes / _MIB, 1),
+                reserved=round(peaks.peak_reserved_bytes / _MIB, 1),
+                context=context,
+                total=round(total, 1),
+                context_basis=f"assumed for {generation}"
+                if generation
+                else f"assumed (architecture of {spec.name} unknown: the largest assumption)",
+            )
             step = model.estimate(kernels, spec, parameters=parameters, optimizer=optimizer)
             walltime = Quantiles(
-                p10=iterations * step.step_s.p10 + STARTUP_S,
-                p50=iterations * step.step_s.p50 + STARTUP_S,
+                p10=iterations * step.step_s.p10 + STARTUP_LOW_S,
+                p50=iterations * step.step_s.p50 + STARTUP_POINT_S,
                 p90=iterations * step.step_s.p90 + STARTUP_S,
             )
             out.append(
@@ -113,13 +161,17 @@ def gpu_option_estimates(
                     batch_size=batch,
                     iteration_time_s=step.step_s,
                     forward_backward_s=step.forward_backward_s,
-                    peak_memory_mb=memory,
+                    peak_memory_mb=Quantiles(
+                        p10=memory.allocated + context, p50=memory.total, p90=memory.total
+                    ),
+                    gpu_memory_mib=memory,
                     walltime_s=walltime,
-                    fits=memory.p90 <= spec.memory_gb * 1024,
+                    fits=fits,
                     estimator=step.estimator,
                     iterations=iterations,
                     validation_mape=step.validation_mape,
-                    note="per-operator GPU model (specs only; leave-one-GPU-out validated)",
+                    note="per-operator GPU model (specs only; leave-one-GPU-out validated); "
+                    "GPU memory white-box (caching allocator replay + assumed CUDA context)",
                 )
             )
     return out

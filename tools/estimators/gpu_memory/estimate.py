@@ -29,6 +29,7 @@ from knowledge_base.errors import InvalidInputError
 from tools.estimators.dnn.usermodel import UserModel
 from tools.estimators.gpu_memory.allocator import replay
 from tools.estimators.gpu_memory.recorder import Optimizer, StepRecorder, record_training_step
+from tools.estimators.gpu_memory.scaled import ddp_bucket_bytes
 from tools.profiling.zoo.registry import FAMILIES, TrainingTask, named_model
 
 __all__ = [
@@ -124,14 +125,8 @@ def _task_factory(model: ModelSpec) -> tuple[str, Callable[[int], TrainingTask]]
 
 def _ddp_buckets(bucket_mb: float) -> Callable[[StepRecorder, list[nn.Parameter]], list[Tensor]]:
     def setup(recorder: StepRecorder, params: list[nn.Parameter]) -> list[Tensor]:
-        cap = int(bucket_mb * _MIB)
-        sizes: list[int] = [0]
-        for p in params:
-            nbytes = p.numel() * p.element_size()
-            if sizes[-1] and sizes[-1] + nbytes > cap:
-                sizes.append(0)
-            sizes[-1] += nbytes
-        return [torch.empty(size // 4, dtype=torch.float32) for size in sizes if size]
+        sizes = ddp_bucket_bytes(params, bucket_mb)
+        return [torch.empty(size // 4, dtype=torch.float32) for size in sizes]
 
     return setup
 

@@ -107,4 +107,6 @@ def test_option_estimates_carry_forward_backward_and_walltime() -> None:
     )
     assert row.forward_backward_s.p50 < row.iteration_time_s.p50
     assert row.iterations == 20
-    assert row.walltime_s.p50 == pytest.approx(20 * row.iteration_time_s.p50 + 120.0)
+    assert row.walltime_s.p50 == pytest.approx(20 * row.iteration_time_s.p50 + 30.0)
+    memory = row.gpu_memory_mib
+    assert memory.allocated <= memory.reserved < memory.total == row.peak_memory_mb.p50

@@ -39,7 +39,7 @@ def test_gpu_option_answered_with_id_validation_error_and_held_out_interval() ->
     assert answer.estimator_id.startswith("gpu-opcost-")
     assert answer.validation_error is not None and answer.runtime_s.coverage_basis == "held_out"
     r = answer.runtime_s
-    assert 120 < r.low <= r.point <= r.high
+    assert 10 < r.low <= r.point <= r.high
     assert answer.option.walltime_s >= r.high
 
 

@@ -1,0 +1,150 @@
+"""A workload's step is traced once per model; every batch size is derived from two traces.
+
+The derived allocation sequence and kernel list are compared with real traces at batch
+sizes that were never traced (3 and 48), and a second batch size or a second request
+costs no trace at all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from knowledge_base.catalog import GPUSpec
+from knowledge_base.errors import InvalidInputError
+from knowledge_base.workload import DNNTraining
+from tools.estimators.gpu import workload_trace
+from tools.estimators.gpu.workload_trace import (
+    KERNEL_BATCHES,
+    _affine_kernels,
+    _AffineKernels,
+    _trace_kernels,
+    cache_info,
+    clear_caches,
+    gpu_generation,
+    kernels_at,
+    memory_peak,
+    task_factory,
+)
+from tools.estimators.gpu_memory.allocator import replay
+from tools.estimators.gpu_memory.estimate import estimate_gpu_memory
+from tools.estimators.gpu_memory.scaled import ScalableSteps
+
+REPO = Path(__file__).resolve().parents[4]
+SMALL_CNN = REPO / "examples/models/small_cnn.py"
+V100_16GB = GPUSpec(model="NVIDIA Tesla V100 (Volta)", memory_mb=16384, fp32_tflops=14.0)
+
+
+def _workload(model: Path | str = SMALL_CNN, **extra: object) -> DNNTraining:
+    fields: dict[str, object] = {
+        "model": str(model),
+        "dataset_samples": 1000,
+        "epochs": 1,
+        "batch_sizes": [32],
+    }
+    if isinstance(model, Path):
+        fields["model_class"] = "SmallCNN"
+    return DNNTraining.model_validate({**fields, **extra})
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches() -> None:
+    clear_caches()
+
+
+def test_allocation_sequence_derived_from_two_traces_equals_a_real_trace() -> None:
+    build = task_factory(_workload())
+    derived = ScalableSteps.trace(build, optimizer="adam")
+    assert derived is not None
+    for batch in (1, 3, 48):
+        real = ScalableSteps.exact(build, batch, optimizer="adam")
+        assert replay(derived.events(batch)) == replay(real.events(batch))
+        assert replay(derived.events(batch, ddp=True)) == replay(real.events(batch, ddp=True))
+
+
+def test_derived_peak_matches_the_direct_estimate_with_ddp_buckets() -> None:
+    from tools.estimators.dnn.usermodel import load_user_model
+
+    user = load_user_model(SMALL_CNN, "SmallCNN")
+    direct = estimate_gpu_memory(user, 96, gpus=2, generation="volta")
+    peak = memory_peak(_workload(), 96, 2, V100_16GB)
+    assert (peak.allocated_mib, peak.reserved_mib) == (
+        direct.peak_allocated_mb,
+        direct.peak_reserved_mb,
+    )
+    assert peak.context_mib == direct.context_mb == 800.0
+    assert peak.per_gpu_batch == 48 and peak.fits is True
+
+
+def test_kernels_derived_from_two_traces_equal_a_real_trace() -> None:
+    build = task_factory(_workload())
+    first, parameters = _trace_kernels(build, KERNEL_BATCHES[0])
+    second, _ = _trace_kernels(build, KERNEL_BATCHES[1])
+    assert _affine_kernels(first, second)
+    derived = _AffineKernels(first, second, parameters)
+    for batch in (3, 48):
+        real, _ = _trace_kernels(build, batch)
+        got = derived.at(batch)
+        assert got.factor == real.factor and got.backward == real.backward
+        for op_class, columns in real.dims.items():
+            for dim, values in columns.items():
+                assert got.dims[op_class][dim] == pytest.approx(values, rel=1e-9), (op_class, dim)
+
+
+def test_other_batch_sizes_and_requests_trace_nothing_new() -> None:
+    workload = _workload()
+    memory_peak(workload, 32, 1, V100_16GB)
+    kernels_at(workload, 32)
+    traced = cache_info()
+    for batch in (1, 7, 64, 512):
+        memory_peak(workload, batch, 1, V100_16GB)
+        memory_peak(workload, batch, 4, V100_16GB)
+        kernels_at(workload, batch)
+    # the same file under another spec (epochs, samples) is the same model
+    memory_peak(_workload(epochs=9, dataset_samples=77), 16, 1, V100_16GB)
+    info = cache_info()
+    assert info["memory_traces"][1] == traced["memory_traces"][1] == 1
+    assert info["kernel_traces"][1] == traced["kernel_traces"][1] == 1
+
+
+def test_peak_over_the_gpu_memory_does_not_fit() -> None:
+    peak = memory_peak(_workload(), 2**17, 1, V100_16GB)
+    assert peak.fits is False and peak.total_mib > 16384
+    assert peak.capacity_mib == 16384
+
+
+def test_a_model_that_does_not_trace_is_an_error_naming_the_model_once(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "class Broken(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(5, 3)\n"
+        "    def forward(self, x):\n        return self.fc(x)\n"
+    )
+    workload = DNNTraining.model_validate(
+        {"model": str(broken), "model_class": "Broken", "dataset_samples": 10, "epochs": 1,
+         "batch_sizes": [4], "input_shape": [7], "model_params": {"num_classes": 3}}
+    )  # fmt: skip
+    with pytest.raises(InvalidInputError, match="operator"):
+        memory_peak(workload, 4, 1, V100_16GB)
+    with pytest.raises(InvalidInputError, match="operator"):
+        memory_peak(workload, 8, 1, V100_16GB)  # remembered, not traced again
+    assert cache_info()["memory_traces"] == (1, 1)
+
+
+def test_generation_of_catalog_gpu_names() -> None:
+    assert gpu_generation("NVIDIA Tesla V100 (Volta), NVLink") == "volta"
+    assert gpu_generation("NVIDIA Quadro RTX 5000") == "turing"
+    assert gpu_generation("NVIDIA H100 PCIe 80GB") == "hopper"
+    assert gpu_generation("NVIDIA A100 80GB") == "ampere"
+    assert gpu_generation("Voodoo 5") is None
+    unknown = GPUSpec(model="Voodoo 5", memory_mb=16384, fp32_tflops=1.0)
+    peak = memory_peak(_workload(), 8, 1, unknown)
+    assert peak.context_mib == 800.0 and "unknown" in peak.context_basis
+
+
+def test_module_keeps_no_reference_to_a_model_file_path_in_its_keys() -> None:
+    key = workload_trace.step_key(_workload())
+    assert key.model.startswith("file:") and str(SMALL_CNN) not in key.model

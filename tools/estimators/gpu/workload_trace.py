@@ -1,0 +1,383 @@
+"""A DNN workload's traced training step, kept per process for every GPU option and request.
+
+The planner asks about many GPU options of one workload, and the MCP server and the agents
+ask again and again (a what-if per mutated spec). Tracing costs seconds; everything after
+it (pricing kernels, replaying the allocator) milliseconds. So a workload is traced once
+per *model* (the model file's content hash and class, or the zoo name, its input shape
+and class count) and every batch size is derived from two traces (shapes grow linearly
+in the batch dimension; ``tools.estimators.gpu_memory.scaled`` for the allocation
+sequence, ``_affine_kernels`` here for the kernels), with bounded LRU caches of the
+traces and of the answers. A model that does not trace is remembered too, with its
+error, so a second request does not trace it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from knowledge_base.catalog import GPUSpec
+from knowledge_base.errors import InvalidInputError
+from knowledge_base.records import GpuMemoryPeak
+from knowledge_base.workload import DNNTraining, Optimizer, Precision
+from tools.estimators.gpu.ops import GpuKernels
+from tools.profiling.zoo.registry import TrainingTask
+
+__all__ = [
+    "KERNEL_BATCHES",
+    "StepKey",
+    "cache_info",
+    "clear_caches",
+    "gpu_generation",
+    "kernels_at",
+    "memory_peak",
+    "step_key",
+    "task_factory",
+]
+
+KERNEL_BATCHES = (8, 16)
+_MIB = float(1 << 20)
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class _Lru(Generic[K, V]):
+    """A bounded least-recently-used map, safe across the threads planning runs in."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key: K, make: Callable[[], V]) -> V:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return self._items[key]
+            self.misses += 1
+        value = make()  # outside the lock: a trace takes seconds
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.hits = self.misses = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StepKey:
+    """What a traced step depends on, besides the batch size."""
+
+    model: str  # zoo name, or "file:<sha256 of the file>:<class>"
+    input_shape: tuple[int, ...]
+    num_classes: int | None
+
+
+def step_key(workload: DNNTraining) -> StepKey:
+    """The cache key of ``workload``'s step: a model file by its content, not its path."""
+    classes = workload.model_params.get("num_classes")
+    num_classes = classes if isinstance(classes, int) and not isinstance(classes, bool) else None
+    if workload.model.endswith(".py") and workload.model_class:
+        try:
+            digest = hashlib.sha256(Path(workload.model).read_bytes()).hexdigest()
+        except OSError as exc:
+            raise InvalidInputError(
+                f"cannot read the model file: {exc.strerror}",
+                field="workload.model",
+                value=workload.model,
+            ) from exc
+        return StepKey(
+            f"file:{digest}:{workload.model_class}", tuple(workload.input_shape), num_classes
+        )
+    # A zoo model is what its parameters build: input shapes that build the same model
+    # and batch ([] and [3, 224, 224] for ResNet-50) are one trace.
+    found = _zoo_params(workload)
+    if found is None:
+        return StepKey(workload.model, tuple(workload.input_shape), num_classes)
+    family, full = found
+    return StepKey(f"zoo:{family}:{sorted(full.items())}", (), None)
+
+
+def _zoo_params(workload: DNNTraining) -> tuple[str, dict[str, int]] | None:
+    from tools.profiling.zoo.registry import named_model
+
+    found = named_model(workload.model)
+    if found is None:
+        return None
+    family, params = found
+    if family.kind == "image" and len(workload.input_shape) == 3:
+        params["image_size"] = workload.input_shape[-1]
+    return family.name, {**family.defaults(), **params}
+
+
+def task_factory(workload: DNNTraining) -> Callable[[int], TrainingTask]:
+    """The training task of ``workload`` at a batch size, on the meta device."""
+    import torch
+
+    if workload.model.endswith(".py") and workload.model_class:
+        from tools.estimators.dnn.usermodel import load_user_model
+
+        key = step_key(workload)
+        user = load_user_model(
+            Path(workload.model),
+            workload.model_class,
+            input_shape=list(workload.input_shape) or None,
+            num_classes=key.num_classes,
+        )
+        return lambda batch: user.task(batch, meta=True)
+    from tools.profiling.zoo.registry import FAMILIES
+
+    found = _zoo_params(workload)
+    if found is None:
+        raise InvalidInputError(
+            "not a zoo model, nor a model file with model_class",
+            field="workload.model",
+            value=workload.model,
+        )
+    family = FAMILIES[found[0]]
+    full = found[1]
+
+    def build(batch: int) -> TrainingTask:
+        with torch.device("meta"):
+            inputs, targets = family.batch(full, batch)
+            model = family.build(full)
+        return TrainingTask(model, inputs, targets, family.loss)
+
+    return build
+
+
+# -- memory --------------------------------------------------------------------------------
+
+_OPTIMIZERS = {Optimizer.SGD: "sgd", Optimizer.ADAM: "adam", Optimizer.ADAMW: "adam"}
+_PRECISIONS = {
+    Precision.FP32: "fp32",
+    Precision.AMP: "amp_fp16",
+    Precision.FP16: "amp_fp16",
+    Precision.BF16: "amp_bf16",
+}
+# (pattern on the catalog's GPU model, generation): the CUDA context assumed per generation.
+_GENERATIONS = (
+    ("H100", "hopper"),
+    ("H200", "hopper"),
+    ("GH200", "hopper"),
+    ("L4", "ada"),
+    ("L40", "ada"),
+    ("RTX 6000 Ada", "ada"),
+    ("A100", "ampere"),
+    ("A30", "ampere"),
+    ("A40", "ampere"),
+    ("A10", "ampere"),
+    ("RTX A", "ampere"),
+    ("RTX 5000", "turing"),
+    ("RTX 6000", "turing"),
+    ("Quadro RTX", "turing"),
+    ("T4", "turing"),
+    ("V100", "volta"),
+    ("P100", "pascal"),
+    ("P40", "pascal"),
+    ("P4", "pascal"),
+    ("K80", "kepler"),
+    ("K40", "kepler"),
+)
+
+
+def gpu_generation(model: str) -> str | None:
+    """The architecture of a catalog GPU model name (None when unknown)."""
+    lowered = model.lower()
+    for pattern, generation in _GENERATIONS:
+        if pattern.lower() in lowered:
+            return generation
+    return None
+
+
+_TRACES: _Lru[tuple[StepKey, str, str], object] = _Lru(16)
+_PEAKS: _Lru[tuple[StepKey, str, str, int, bool, float | None, str], GpuMemoryPeak] = _Lru(2048)
+
+
+def _steps(workload: DNNTraining, optimizer: str, precision: str) -> object:
+    """The scalable allocation sequence (or the error text of a model that does not trace)."""
+    from tools.estimators.gpu_memory.scaled import ScalableSteps
+
+    key = (step_key(workload), optimizer, precision)
+
+    def make() -> object:
+        try:
+            build = task_factory(workload)
+            found = ScalableSteps.trace(build, optimizer=optimizer, precision=precision)  # type: ignore[arg-type]
+            return found if found is not None else build
+        except InvalidInputError as exc:
+            return exc
+
+    return _TRACES.get(key, make)
+
+
+def memory_peak(workload: DNNTraining, batch: int, gpus: int, gpu: GPUSpec) -> GpuMemoryPeak:
+    """Peak memory per GPU of ``workload`` at global ``batch`` over ``gpus`` data-parallel
+    GPUs of the catalog's ``gpu``; InvalidInputError when the model does not trace."""
+    from tools.estimators.gpu_memory.allocator import replay
+    from tools.estimators.gpu_memory.estimate import CONTEXT_MB
+    from tools.estimators.gpu_memory.scaled import ScalableSteps
+
+    if batch <= 0:
+        raise InvalidInputError("must be positive", field="batch_size", value=batch)
+    if gpus <= 0:
+        raise InvalidInputError("must be positive", field="gpus", value=gpus)
+    optimizer = _OPTIMIZERS[workload.optimizer]
+    precision = _PRECISIONS[workload.precision]
+    per_gpu = math.ceil(batch / gpus)
+    generation = gpu_generation(gpu.model)
+    capacity = float(gpu.memory_mb) if gpu.memory_mb else None
+    key = (step_key(workload), optimizer, precision, per_gpu, gpus > 1, capacity, gpu.model)
+
+    def make() -> GpuMemoryPeak:
+        steps = _steps(workload, optimizer, precision)
+        if isinstance(steps, InvalidInputError):
+            raise steps
+        if isinstance(steps, ScalableSteps):
+            events = steps.events(per_gpu, ddp=gpus > 1)
+        else:  # not affine in the batch: this batch size traced on its own
+            assert callable(steps)
+            exact = ScalableSteps.exact(steps, per_gpu, optimizer=optimizer, precision=precision)  # type: ignore[arg-type]
+            events = exact.events(per_gpu, ddp=gpus > 1)
+        # Unknown architecture: the largest context assumed (older CUDA builds).
+        context = CONTEXT_MB[generation] if generation else max(CONTEXT_MB.values())
+        peaks = replay(events)
+        total = peaks.peak_reserved_bytes / _MIB + context
+        fits: bool | None = None
+        if capacity is not None:
+            fits = total <= capacity
+            if not fits and capacity > context:
+                # Near the limit the allocator frees its cache and tries again.
+                limited = replay(events, capacity_bytes=int((capacity - context) * _MIB))
+                fits = not limited.out_of_memory
+        return GpuMemoryPeak(
+            allocated_mib=round(peaks.peak_allocated_bytes / _MIB, 1),
+            reserved_mib=round(peaks.peak_reserved_bytes / _MIB, 1),
+            context_mib=context,
+            total_mib=round(total, 1),
+            capacity_mib=capacity,
+            fits=fits,
+            per_gpu_batch=per_gpu,
+            optimizer=optimizer,
+            precision=precision,
+            context_basis=f"assumed for {generation}"
+            if generation
+            else f"assumed (architecture of {gpu.model} unknown: the largest assumption)",
+        )
+
+    return _PEAKS.get(key, make)
+
+
+# -- kernels -------------------------------------------------------------------------------
+
+
+def _trace_kernels(build: Callable[[int], TrainingTask], batch: int) -> tuple[GpuKernels, int]:
+    from tools.estimators.gpu.ops import kernels_of
+    from tools.estimators.gpu.trace import trace_training_step
+
+    task = build(batch)
+    kernels = kernels_of(trace_training_step(task))
+    return kernels, sum(p.numel() for p in task.model.parameters() if p.requires_grad)
+
+
+@dataclass(frozen=True, slots=True)
+class _AffineKernels:
+    first: GpuKernels
+    second: GpuKernels
+    parameters: int
+
+    def at(self, batch: int) -> GpuKernels:
+        b1, b2 = KERNEL_BATCHES
+        t = (batch - b1) / (b2 - b1)
+        dims = {
+            c: {
+                d: [v1 + (v2 - v1) * t for v1, v2 in zip(col, self.second.dims[c][d], strict=True)]
+                for d, col in cols.items()
+            }
+            for c, cols in self.first.dims.items()
+        }
+        return GpuKernels(
+            dims=dims,
+            factor={c: list(v) for c, v in self.first.factor.items()},
+            backward={c: list(v) for c, v in self.first.backward.items()},
+        )
+
+
+def _affine_kernels(first: GpuKernels, second: GpuKernels) -> bool:
+    """Whether two traces are one kernel list whose shapes are proportional-plus-constant
+    in the batch (no dimension would go negative at batch 1)."""
+    b1, b2 = KERNEL_BATCHES
+    if first.factor != second.factor or first.backward != second.backward:
+        return False
+    for c, cols in first.dims.items():
+        for d, col in cols.items():
+            other = second.dims[c][d]
+            if len(col) != len(other):
+                return False
+            for v1, v2 in zip(col, other, strict=True):
+                slope = (v2 - v1) / (b2 - b1)
+                if slope < 0 or v1 - slope * (b1 - 1) < -1e-9:
+                    return False
+    return True
+
+
+_KERNELS: _Lru[StepKey, object] = _Lru(16)
+_KERNELS_AT: _Lru[tuple[StepKey, int], tuple[GpuKernels, int]] = _Lru(256)
+
+
+def kernels_at(workload: DNNTraining, batch: int) -> tuple[GpuKernels, int]:
+    """The kernels of one training step at ``batch`` and the trainable parameter count;
+    InvalidInputError (naming the operator) when the model does not trace."""
+    if batch <= 0:
+        raise InvalidInputError("must be positive", field="batch_size", value=batch)
+    key = step_key(workload)
+
+    def traced() -> object:
+        try:
+            build = task_factory(workload)
+            first, parameters = _trace_kernels(build, KERNEL_BATCHES[0])
+            second, _ = _trace_kernels(build, KERNEL_BATCHES[1])
+        except InvalidInputError as exc:
+            return exc
+        if _affine_kernels(first, second):
+            return _AffineKernels(first, second, parameters)
+        return build
+
+    def make() -> tuple[GpuKernels, int]:
+        found = _KERNELS.get(key, traced)
+        if isinstance(found, InvalidInputError):
+            raise found
+        if isinstance(found, _AffineKernels):
+            return found.at(batch), found.parameters
+        assert callable(found)
+        return _trace_kernels(found, batch)
+
+    return _KERNELS_AT.get((key, batch), make)
+
+
+def cache_info() -> dict[str, tuple[int, int]]:
+    """(hits, misses) of each cache: what the benchmarks and tests read."""
+    return {
+        "memory_traces": (_TRACES.hits, _TRACES.misses),
+        "memory_peaks": (_PEAKS.hits, _PEAKS.misses),
+        "kernel_traces": (_KERNELS.hits, _KERNELS.misses),
+        "kernels": (_KERNELS_AT.hits, _KERNELS_AT.misses),
+    }
+
+
+def clear_caches() -> None:
+    for cache in (_TRACES, _PEAKS, _KERNELS, _KERNELS_AT):
+        cache.clear()
