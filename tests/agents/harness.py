@@ -20,36 +20,13 @@ from agents.bus.memory import InMemoryBus
 from agents.events import Envelope, Payload, decode_event
 from agents.runtime import Agent, AgentRunner, RunnerSettings, settle
 from agents.topics import ALL_TOPICS
-from knowledge_base.catalog import Catalog, NodeType, Partition, System
+from knowledge_base.catalog import Catalog
 from knowledge_base.records import CascadeSegment, Interval, Plan, PlanOption, ResourceEstimate
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from knowledge_base.workload import DNNTraining, GenericJob, Goals, WorkloadSpec
+from tests.cluster import TEST_SYSTEM
 from tools.actuators.model import JobRequest, SimulatedWork
 from tools.actuators.simulated import ManualClock, SimulatedCluster
-
-TEST_SYSTEM = System(
-    name="testcluster",
-    center="lab",
-    node_types=[NodeType(name="n", count=1, cores=2, memory_mb=20000)],
-    partitions=[
-        Partition(
-            name="debug",
-            node_type="n",
-            max_nodes=1,
-            max_cores_per_node=2,
-            max_memory_mb=4096,
-            max_minutes=1,
-        ),
-        Partition(
-            name="batch",
-            node_type="n",
-            max_nodes=1,
-            max_cores_per_node=2,
-            max_memory_mb=20000,
-            max_minutes=10,
-        ),
-    ],
-)
 
 FAST = RunnerSettings(poll_timeout_s=0.02, flush_interval_s=0.0, backoff_initial_s=0.01)
 

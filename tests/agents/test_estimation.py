@@ -39,7 +39,8 @@ from knowledge_base.records import (
 )
 from knowledge_base.seed import load_seed_catalog
 from knowledge_base.workload import GenericJob, WorkloadSpec
-from tests.agents.harness import TEST_SYSTEM, MiniCenter, dnn_spec, make_plan
+from tests.agents.harness import MiniCenter, dnn_spec, make_plan
+from tests.cluster import TEST_SYSTEM
 from tools.planning.analytic import ANALYTIC_ID
 from tools.planning.estimation import Candidate, NoEstimate
 from tools.planning.whatif import enumerate_candidates

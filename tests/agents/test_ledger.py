@@ -26,7 +26,8 @@ from knowledge_base.catalog import Catalog
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import Plan, PlanStatus, SegmentState
 from knowledge_base.workload import GenericJob, WorkloadSpec
-from tests.agents.harness import TEST_SYSTEM, MiniCenter, start_center_agents, tick, until
+from tests.agents.harness import MiniCenter, start_center_agents, tick, until
+from tests.cluster import TEST_SYSTEM
 from tools.planning.confirm import Confirmation
 from tools.planning.results import PlannedOption
 from tools.planning.service import plan_workload

@@ -31,7 +31,7 @@ def test_fixed_estimates_answer_only_for_the_shape_they_hold() -> None:
     assert fixed.estimator_id == "test"
     moved = FixedEstimates((debug,), any_partition=True)
     from knowledge_base.catalog import Catalog
-    from tests.agents.harness import TEST_SYSTEM
+    from tests.cluster import TEST_SYSTEM
     from tools.planning.estimation import Candidate, NoEstimate
     from tools.planning.whatif import enumerate_candidates
 

@@ -28,7 +28,8 @@ from agents.profiling import (
 from agents.scheduler import Scheduler, SchedulerConfig
 from knowledge_base.catalog import Catalog
 from knowledge_base.seed import load_seed_catalog
-from tests.agents.harness import TEST_SYSTEM, MiniCenter, dnn_spec, tick, until
+from tests.agents.harness import MiniCenter, dnn_spec, tick, until
+from tests.cluster import TEST_SYSTEM
 
 
 def test_one_run_per_node_type_on_the_shortest_partition() -> None:

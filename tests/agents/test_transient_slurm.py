@@ -28,7 +28,8 @@ from agents.runtime import AgentRunner, RunnerSettings
 from agents.scheduler import Scheduler, SchedulerConfig
 from knowledge_base.errors import RightsizeError, StorageError, is_transient
 from knowledge_base.workload import GenericJob, WorkloadSpec
-from tests.agents.harness import TEST_SYSTEM, MiniCenter, make_plan, until
+from tests.agents.harness import MiniCenter, make_plan, until
+from tests.cluster import TEST_SYSTEM
 from tests.conftest import REPO, missing_service
 from tools.actuators.model import ActuatorError, RequestRejected, SubmissionFailed
 from tools.actuators.slurm import SlurmExecutor

@@ -36,7 +36,8 @@ from knowledge_base.checkpoints import checkpoint_store
 from knowledge_base.records import PlanStatus
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from tests.agents.conftest import REPO, TansuBroker, kafka_settings
-from tests.agents.harness import FAST, TEST_SYSTEM, ProfilingCluster, dnn_spec
+from tests.agents.harness import FAST, ProfilingCluster, dnn_spec
+from tests.cluster import TEST_SYSTEM
 from tools.actuators.simulated import ManualClock
 from tools.planning.builder import PlanningConfig
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from knowledge_base.catalog import NodeType, Partition, System
 from knowledge_base.importers.slurm import import_slurm_system
 from knowledge_base.records import JobState
+from tests.cluster import TEST_SYSTEM
 from tests.tools.actuators.tapis_server import FakeTapis
 from tools.actuators.base import Executor
 from tools.actuators.model import JobRequest, JobStatus, SimulatedWork
@@ -21,31 +21,6 @@ from tools.actuators.simulated import ManualClock, SimulatedCluster
 from tools.actuators.slurm import SlurmExecutor
 from tools.actuators.slurm_commands import SlurmCommands
 from tools.actuators.tapis import TapisCredentials, TapisExecutor
-
-# A test cluster shaped like the local SLURM one: debug (1 min) and batch (10 min).
-TEST_SYSTEM = System(
-    name="testcluster",
-    center="lab",
-    node_types=[NodeType(name="n", count=1, cores=2, memory_mb=20000)],
-    partitions=[
-        Partition(
-            name="debug",
-            node_type="n",
-            max_nodes=1,
-            max_cores_per_node=2,
-            max_memory_mb=4096,
-            max_minutes=1,
-        ),
-        Partition(
-            name="batch",
-            node_type="n",
-            max_nodes=1,
-            max_cores_per_node=2,
-            max_memory_mb=20000,
-            max_minutes=10,
-        ),
-    ],
-)
 
 
 @dataclass

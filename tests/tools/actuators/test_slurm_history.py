@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -107,22 +106,13 @@ def _fake_sacct(tmp_path: Path, text: str) -> SlurmCommands:
     return SlurmCommands(prefix=[sys.executable, str(script)])
 
 
-@pytest.fixture
-async def kb(tmp_path: Path) -> AsyncIterator[SQLiteKnowledgeBase]:
-    store = SQLiteKnowledgeBase(tmp_path / "kb.db")
-    try:
-        yield store
-    finally:
-        await store.close()
-
-
 async def test_an_import_is_idempotent_and_the_history_estimator_trains_on_it(
-    tmp_path: Path, kb: SQLiteKnowledgeBase
+    tmp_path: Path, sqlite_kb: SQLiteKnowledgeBase
 ) -> None:
     text = "\n".join(line for i in range(1100) for line in _job(i, run_s=3000 + (i % 7) * 200))
     text += "\n" + _row("5000", JobName="queued", State="PENDING", Submit=1)  # not history
     commands = _fake_sacct(tmp_path, text)
-    first = await import_slurm_history(kb, commands, system="owens", batch_size=400)
+    first = await import_slurm_history(sqlite_kb, commands, system="owens", batch_size=400)
     assert (first.listed, first.finished, first.added, first.already_known) == (
         1101,
         1100,
@@ -130,40 +120,42 @@ async def test_an_import_is_idempotent_and_the_history_estimator_trains_on_it(
         0,
     )
     assert first.batches == 3
-    again = await import_slurm_history(kb, commands, system="owens")
+    again = await import_slurm_history(sqlite_kb, commands, system="owens")
     assert (again.added, again.already_known) == (0, 1100)
-    assert await kb.count_jobs(JobQuery(system="owens")) == 1100
-    chain = EstimatorChain(kb)
+    assert await sqlite_kb.count_jobs(JobQuery(system="owens")) == 1100
+    chain = EstimatorChain(sqlite_kb)
     assert await chain.history("owens") is not None  # trained on the imported past
 
 
 async def test_a_malformed_row_anywhere_writes_nothing(
-    tmp_path: Path, kb: SQLiteKnowledgeBase
+    tmp_path: Path, sqlite_kb: SQLiteKnowledgeBase
 ) -> None:
     lines = [line for i in range(50) for line in _job(i)]
     lines.insert(73, _row("999", End="not-a-time"))
     with pytest.raises(InvalidInputError, match=r"line 74: End"):
-        await import_slurm_history(kb, _fake_sacct(tmp_path, "\n".join(lines)), system="owens")
-    assert await kb.count_jobs(JobQuery()) == 0
+        await import_slurm_history(
+            sqlite_kb, _fake_sacct(tmp_path, "\n".join(lines)), system="owens"
+        )
+    assert await sqlite_kb.count_jobs(JobQuery()) == 0
 
 
 async def test_since_in_the_future_is_refused_naming_the_option(
-    tmp_path: Path, kb: SQLiteKnowledgeBase
+    tmp_path: Path, sqlite_kb: SQLiteKnowledgeBase
 ) -> None:
     future = datetime.now(UTC) + timedelta(days=2)
     with pytest.raises(InvalidInputError) as caught:
-        await import_slurm_history(kb, _fake_sacct(tmp_path, ""), system="x", since=future)
+        await import_slurm_history(sqlite_kb, _fake_sacct(tmp_path, ""), system="x", since=future)
     assert caught.value.field == "--since"
     assert "future" in str(caught.value)
 
 
 async def test_no_sacct_to_ask_is_an_error_that_names_sacct(
-    kb: SQLiteKnowledgeBase, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    sqlite_kb: SQLiteKnowledgeBase, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no SLURM client here
     with pytest.raises(SlurmCommandError, match="sacct not found"):
-        await import_slurm_history(kb, SlurmCommands(), system="local")
-    assert await kb.count_jobs(JobQuery()) == 0
+        await import_slurm_history(sqlite_kb, SlurmCommands(), system="local")
+    assert await sqlite_kb.count_jobs(JobQuery()) == 0
 
 
 # -- the real local SLURM, with slurmdbd -------------------------------------------------------
@@ -196,7 +188,7 @@ def slurm_accounting(slurm_cluster: dict[str, str]) -> dict[str, str]:
 
 @pytest.mark.slurm
 async def test_real_accounting_is_imported_once_and_read_by_the_executor(
-    slurm_accounting: dict[str, str], tmp_path: Path, kb: SQLiteKnowledgeBase
+    slurm_accounting: dict[str, str], tmp_path: Path, sqlite_kb: SQLiteKnowledgeBase
 ) -> None:
     tmp_path.chmod(0o777)
     name = f"hist-{os.getpid()}-{time.monotonic_ns()}"
@@ -221,11 +213,11 @@ async def test_real_accounting_is_imported_once_and_read_by_the_executor(
     assert await executor.find_by_name(name) == ids[1]
 
     since = datetime.now(UTC) - timedelta(hours=1)
-    first = await import_slurm_history(kb, SlurmCommands(), system="local", since=since)
-    again = await import_slurm_history(kb, SlurmCommands(), system="local", since=since)
+    first = await import_slurm_history(sqlite_kb, SlurmCommands(), system="local", since=since)
+    again = await import_slurm_history(sqlite_kb, SlurmCommands(), system="local", since=since)
     assert first.added >= 2 and again.added == 0
     assert again.already_known == first.added + first.already_known
-    imported = {j.job_id: j for j in await kb.query_jobs(JobQuery(system="local"))}
+    imported = {j.job_id: j for j in await sqlite_kb.query_jobs(JobQuery(system="local"))}
     assert imported[ids[1]].exit_code == 3
     assert imported[ids[0]].requested_memory_mb == 100
 

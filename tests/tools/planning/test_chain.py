@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-from knowledge_base.catalog import Catalog, NodeType, Partition, System
+from knowledge_base.catalog import Catalog
 from knowledge_base.records import (
     EstimatorRecord,
     EstimatorStatus,
@@ -21,6 +19,7 @@ from knowledge_base.records import (
 from knowledge_base.seed import load_seed_catalog
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from knowledge_base.workload import DNNTraining, GenericJob, Goals, WorkloadSpec
+from tests.cluster import TEST_SYSTEM
 from tools.planning.chain import RUNTIME_TARGET, ChainConfig, EstimatorChain
 from tools.planning.estimation import Candidate, Estimator, NoEstimate, Workload
 from tools.planning.profiled import PROFILE_FAMILY, ProfiledWorkloadEstimator
@@ -52,72 +51,48 @@ def _jobs(count: int, *, first: int = 0, start: datetime = START) -> list[JobRec
     return records
 
 
-@pytest.fixture
-async def kb(tmp_path: Path) -> AsyncIterator[SQLiteKnowledgeBase]:
-    store = SQLiteKnowledgeBase(tmp_path / "kb.db")
-    try:
-        yield store
-    finally:
-        await store.close()
-
-
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
     return load_seed_catalog()
 
 
 async def test_two_plans_in_one_process_train_the_history_estimator_once(
-    kb: SQLiteKnowledgeBase, catalog: Catalog
+    sqlite_kb: SQLiteKnowledgeBase, catalog: Catalog
 ) -> None:
-    await kb.add_jobs(_jobs(1100))
-    first = await gather_estimators(kb, GENERIC, catalog)
-    second = await gather_estimators(kb, GENERIC, catalog)
+    await sqlite_kb.add_jobs(_jobs(1100))
+    first = await gather_estimators(sqlite_kb, GENERIC, catalog)
+    second = await gather_estimators(sqlite_kb, GENERIC, catalog)
     assert first[0].estimator_id.startswith("history-owens")
     assert second[0].estimator_id == first[0].estimator_id
-    assert shared_chain(kb).trainings == 1  # was one training per system per call
+    assert shared_chain(sqlite_kb).trainings == 1  # was one training per system per call
 
 
 async def test_new_history_retrains_and_a_trickle_does_not(
-    kb: SQLiteKnowledgeBase, catalog: Catalog
+    sqlite_kb: SQLiteKnowledgeBase, catalog: Catalog
 ) -> None:
-    await kb.add_jobs(_jobs(1100))
-    chain = EstimatorChain(kb, ChainConfig(history_retrain_growth=0.1))
+    await sqlite_kb.add_jobs(_jobs(1100))
+    chain = EstimatorChain(sqlite_kb, ChainConfig(history_retrain_growth=0.1))
     trained = await chain.history("owens")
-    await kb.add_jobs(_jobs(5, first=1100))  # 5 < 10% of 1100: the model is kept
+    await sqlite_kb.add_jobs(_jobs(5, first=1100))  # 5 < 10% of 1100: the model is kept
     assert await chain.history("owens") is trained
     assert chain.trainings == 1
     # An import of the center's older past counts as much as new jobs do.
-    await kb.add_jobs(_jobs(200, first=5000, start=START - timedelta(days=400)))
+    await sqlite_kb.add_jobs(_jobs(200, first=5000, start=START - timedelta(days=400)))
     retrained = await chain.history("owens")
     assert retrained is not None and retrained is not trained
     assert chain.trainings == 2
 
 
 async def test_too_little_history_trains_nothing_and_does_not_try_again_each_call(
-    kb: SQLiteKnowledgeBase,
+    sqlite_kb: SQLiteKnowledgeBase,
 ) -> None:
-    await kb.add_jobs(_jobs(20))
-    chain = EstimatorChain(kb, ChainConfig(history_min_jobs=10))
+    await sqlite_kb.add_jobs(_jobs(20))
+    chain = EstimatorChain(sqlite_kb, ChainConfig(history_min_jobs=10))
     assert await chain.history("owens") is None  # under the estimator's 1,000 finished
     assert await chain.history("owens") is None
     assert chain.trainings == 1
 
 
-SMALL = System(
-    name="testcluster",
-    center="lab",
-    node_types=[NodeType(name="n", count=1, cores=2, memory_mb=20000)],
-    partitions=[
-        Partition(
-            name="debug",
-            node_type="n",
-            max_nodes=1,
-            max_cores_per_node=2,
-            max_memory_mb=4096,
-            max_minutes=60,
-        )
-    ],
-)
 DNN = WorkloadSpec(
     name="cnn",
     user="alice",
@@ -132,9 +107,9 @@ DNN = WorkloadSpec(
 
 
 async def test_the_front_ends_chain_uses_the_workloads_own_profiles(
-    kb: SQLiteKnowledgeBase,
+    sqlite_kb: SQLiteKnowledgeBase,
 ) -> None:
-    await kb.add_profiles(
+    await sqlite_kb.add_profiles(
         [
             ProfileRecord(
                 id="profile-1",
@@ -147,7 +122,7 @@ async def test_the_front_ends_chain_uses_the_workloads_own_profiles(
             )
         ]
     )
-    chain = await gather_estimators(kb, DNN, Catalog(systems=[SMALL]))
+    chain = await gather_estimators(sqlite_kb, DNN, Catalog(systems=[TEST_SYSTEM]))
     assert isinstance(chain[0], ProfiledWorkloadEstimator)  # the CLI and MCP never had it
 
 
@@ -171,7 +146,7 @@ class _Promoted:
 
 
 async def test_the_promoted_estimator_is_loaded_once_and_again_when_another_is_promoted(
-    kb: SQLiteKnowledgeBase, catalog: Catalog
+    sqlite_kb: SQLiteKnowledgeBase, catalog: Catalog
 ) -> None:
     loaded: list[str] = []
 
@@ -180,7 +155,7 @@ async def test_the_promoted_estimator_is_loaded_once_and_again_when_another_is_p
         return _Promoted(record)
 
     async def promote(estimator_id: str) -> None:
-        await kb.put_estimator(
+        await sqlite_kb.put_estimator(
             EstimatorRecord(
                 id=estimator_id,
                 kind="history",
@@ -188,9 +163,9 @@ async def test_the_promoted_estimator_is_loaded_once_and_again_when_another_is_p
                 status=EstimatorStatus.CANDIDATE,
             )
         )
-        await kb.promote_estimator(estimator_id)
+        await sqlite_kb.promote_estimator(estimator_id)
 
-    chain = EstimatorChain(kb, promoted=load)
+    chain = EstimatorChain(sqlite_kb, promoted=load)
     assert (await chain.estimators(GENERIC, catalog))[0].estimator_id != "reg-1"
     await promote("reg-1")
     for _ in range(2):
