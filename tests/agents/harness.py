@@ -31,6 +31,14 @@ from tools.actuators.simulated import ManualClock, SimulatedCluster
 FAST = RunnerSettings(poll_timeout_s=0.02, flush_interval_s=0.0, backoff_initial_s=0.01)
 
 
+class NoPlanListing(SQLiteKnowledgeBase):
+    """SQLite that refuses to load every plan: what a status read or a metrics scrape at a
+    center with many plans cannot afford (they count in the database instead)."""
+
+    async def list_plans(self, **_: object) -> list[Plan]:
+        raise AssertionError("loaded every plan")
+
+
 def dnn_spec(
     name: str = "cnn", *, checkpointable: bool = True, epochs: int = 40, **goals: Any
 ) -> WorkloadSpec:

@@ -28,7 +28,7 @@ from knowledge_base.records import CascadeSegment, Plan, PlanStatus
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from knowledge_base.store import KnowledgeBase
 from tests.agents.conftest import TansuBroker, kafka_settings, unique, wait_for
-from tests.agents.harness import generic_spec, make_plan
+from tests.agents.harness import NoPlanListing, generic_spec, make_plan
 from tests.agents.test_runtime import FAST, IN, Echo, ping
 
 
@@ -229,13 +229,6 @@ async def test_a_scrape_reads_plans_and_jobs_from_the_knowledge_base(
     assert value(metrics, "rightsize_jobs", state="running", partition="normal") == 1
     assert value(metrics, "rightsize_jobs", state="out_of_memory", partition="debug") == 1
     assert value(metrics, "rightsize_up", part="knowledge_base") == 1
-
-
-class NoPlanListing(SQLiteKnowledgeBase):
-    """SQLite that refuses to load every plan: what a center with many cannot afford."""
-
-    async def list_plans(self, **_: object) -> list[Plan]:
-        raise AssertionError("a scrape loaded every plan")
 
 
 async def test_a_scrape_counts_in_the_knowledge_base_without_loading_every_plan(

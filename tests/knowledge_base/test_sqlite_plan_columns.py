@@ -6,10 +6,10 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
-from knowledge_base.records import CascadeSegment, Plan, PlanOption, PlanStatus
+from knowledge_base.records import Plan, PlanStatus
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from knowledge_base.store import PlanQuery
-from knowledge_base.workload import GenericJob, WorkloadSpec
+from tests.knowledge_base.test_kb_contract import _plan, _ran
 
 # The plans table as every file had it before the status page's queries.
 _OLD_PLANS = """
@@ -20,32 +20,9 @@ CREATE INDEX plans_user ON plans (user, created_ts);
 """
 
 
-def _plan(plan_id: str, status: PlanStatus, updated: datetime, *states: str) -> Plan:
-    spec = WorkloadSpec(name="sim", user="alice", workload=GenericJob(application="lammps"))
-    option = PlanOption(
-        system="pitzer",
-        partition="batch",
-        node_type="n",
-        nodes=1,
-        cores_per_node=1,
-        memory_mb=1024,
-        walltime_s=60,
-    )
-    segments = [
-        CascadeSegment(index=i, walltime_s=60, job_id=f"{plan_id}-{i}", state=state)
-        for i, state in enumerate(states)
-    ]
-    return Plan(
-        id=plan_id,
-        user="alice",
-        spec=spec,
-        status=status,
-        option=option,
-        segments=segments,
-        created_at=datetime(2026, 1, 1, tzinfo=UTC),
-        updated_at=updated,
-        version=1,
-    )
+def _stored(plan_id: str, status: PlanStatus, updated: datetime, *states: str) -> Plan:
+    ran = _ran(_plan(plan_id), status, "batch", *states)
+    return ran.model_copy(update={"updated_at": updated, "version": 1})
 
 
 async def test_an_old_file_gets_its_plans_last_update_and_jobs_filled_in_on_open(
@@ -53,8 +30,8 @@ async def test_an_old_file_gets_its_plans_last_update_and_jobs_filled_in_on_open
 ) -> None:
     path = tmp_path / "old.db"
     old = [
-        _plan("p1", PlanStatus.COMPLETED, datetime(2026, 1, 3, tzinfo=UTC), "completed"),
-        _plan("p2", PlanStatus.FAILED, datetime(2026, 1, 2, tzinfo=UTC), "timeout", "failed"),
+        _stored("p1", PlanStatus.COMPLETED, datetime(2026, 1, 3, tzinfo=UTC), "completed"),
+        _stored("p2", PlanStatus.FAILED, datetime(2026, 1, 2, tzinfo=UTC), "timeout", "failed"),
     ]
     with sqlite3.connect(path) as conn:
         conn.executescript(_OLD_PLANS)

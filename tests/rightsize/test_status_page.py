@@ -41,7 +41,7 @@ from tests.agents.conftest import (
     kafka_settings,
     wait_for,
 )
-from tests.agents.harness import generic_spec, make_plan
+from tests.agents.harness import NoPlanListing, generic_spec, make_plan
 
 LOOPBACK = ("127.0.0.1", 50000)
 REMOTE = ("10.1.2.3", 50000)
@@ -305,13 +305,6 @@ async def test_pages_polling_together_cost_one_knowledge_base_read(tmp_path: Pat
             observed.cache_s = 0
             await http.get("/api/status")
             assert counting.reads == 2
-
-
-class NoPlanListing(SQLiteKnowledgeBase):
-    """SQLite that refuses to load every plan: what a center with many cannot afford."""
-
-    async def list_plans(self, **_: object) -> list[Plan]:
-        raise AssertionError("a status read loaded every plan")
 
 
 async def test_a_status_read_shows_recent_plans_and_counts_all_without_loading_every_plan(
