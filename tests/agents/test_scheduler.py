@@ -7,8 +7,11 @@ of job time pass in milliseconds; the same agent runs on the real SLURM in
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -557,15 +560,16 @@ async def test_a_plan_cancelled_before_its_approval_arrives_never_runs(
     assert {f.status for f in finished} == {PlanStatus.CANCELLED}
 
 
-@pytest.mark.slurm
-async def test_on_real_slurm_an_oom_kill_is_resubmitted_with_more_memory(
-    tmp_path: Path, slurm_cluster: dict[str, str]
-) -> None:
-    """The local SLURM kills a job past its --mem; the Scheduler asks for more and it completes."""
+@asynccontextmanager
+async def on_local_slurm(
+    tmp_path: Path,
+    plan: Plan,
+    policy: ReschedulePolicy | None = None,
+) -> AsyncIterator[tuple[MiniCenter, Scheduler]]:
+    """A center whose Scheduler runs ``plan`` (on ``local``/``batch``) on the local SLURM,
+    its catalog imported from it, polling every 2 s; ``plan`` is approved and handed over."""
     from knowledge_base.catalog import Catalog
     from knowledge_base.importers.slurm import import_slurm_system
-    from knowledge_base.records import CascadeSegment, PlanOption
-    from knowledge_base.workload import GenericJob, WorkloadSpec
     from tools.actuators.slurm import SlurmExecutor
     from tools.actuators.slurm_commands import SlurmCommands
 
@@ -573,56 +577,85 @@ async def test_on_real_slurm_an_oom_kill_is_resubmitted_with_more_memory(
     workdir = tmp_path / "jobs"
     workdir.mkdir()
     os.chmod(workdir, 0o777)
+    async with MiniCenter(tmp_path) as center:
+        await center.kb.put_catalog(Catalog(systems=[system]))
+        scheduler = Scheduler(
+            center.kb,
+            {"local": SlurmExecutor(system=system, output_dir=workdir)},
+            center.bus,
+            SchedulerConfig(
+                work_dir=workdir, poll_interval_s=2, policy=policy or ReschedulePolicy()
+            ),
+        )
+        await center.start(scheduler)
+        await center.publish(PlanApproved(plan=plan), plan.id)
+        await center.settle()
+        yield center, scheduler
+
+
+def local_slurm_plan(
+    plan_id: str, name: str, command: str, *, asked_s: int, memory_mb: int, walltime_s: int
+) -> Plan:
+    """One job of ``command`` on ``local``/``batch``: the user asked ``asked_s``, the plan
+    gives it ``walltime_s`` and ``memory_mb``."""
+    from knowledge_base.records import PlanOption
+
+    spec = WorkloadSpec(
+        name=name,
+        user="root",
+        workload=GenericJob(application=command, nodes=1, cores=1, walltime_s=asked_s),
+    )
+    option = PlanOption(
+        system="local",
+        partition="batch",
+        nodes=1,
+        cores_per_node=1,
+        memory_mb=memory_mb,
+        walltime_s=walltime_s,
+    )
+    return Plan(
+        id=plan_id,
+        user="root",
+        spec=spec,
+        option=option,
+        segments=[CascadeSegment(index=0, walltime_s=walltime_s)],
+    )
+
+
+async def until_over(
+    center: MiniCenter, scheduler: Scheduler, plan_id: str, *, steps: int, what: str
+) -> Plan:
+    """The plan once it completed or failed, polling the local SLURM every 2 s."""
+
+    async def over() -> Plan | None:
+        stored = await center.kb.get_plan(plan_id)
+        done = (PlanStatus.COMPLETED, PlanStatus.FAILED)
+        return stored if stored.status in done else None
+
+    async def step() -> None:
+        await asyncio.sleep(2)
+        await scheduler.monitors["local"].poll_once()
+        await center.settle()
+
+    final: Plan = await until(over, step, steps=steps, what=what)
+    return final
+
+
+@pytest.mark.slurm
+async def test_on_real_slurm_an_oom_kill_is_resubmitted_with_more_memory(
+    tmp_path: Path, slurm_cluster: dict[str, str]
+) -> None:
+    """The local SLURM kills a job past its --mem; the Scheduler asks for more and it completes."""
     # Holds ~700 MB for 12 s: killed under 512 MB (OverMemoryKill samples every 5 s).
     command = (
         f'{sys.executable} -c "import time; b = bytearray(700 * 2**20); '
         '[b.__setitem__(i, 1) for i in range(0, len(b), 4096)]; time.sleep(12)"'
     )
-    spec = WorkloadSpec(
-        name="memhog",
-        user="root",
-        workload=GenericJob(application=command, nodes=1, cores=1, walltime_s=60),
+    plan = local_slurm_plan(
+        "plan-slurm-oom", "memhog", command, asked_s=60, memory_mb=512, walltime_s=120
     )
-    plan = Plan(
-        id="plan-slurm-oom",
-        user="root",
-        spec=spec,
-        option=PlanOption(
-            system="local",
-            partition="batch",
-            nodes=1,
-            cores_per_node=1,
-            memory_mb=512,
-            walltime_s=120,
-        ),
-        segments=[CascadeSegment(index=0, walltime_s=120)],
-    )
-    async with MiniCenter(tmp_path) as center:
-        await center.kb.put_catalog(Catalog(systems=[system]))
-        executor = SlurmExecutor(system=system, output_dir=workdir)
-        scheduler = Scheduler(
-            center.kb,
-            {"local": executor},
-            center.bus,
-            SchedulerConfig(work_dir=workdir, poll_interval_s=2),
-        )
-        await center.start(scheduler)
-        await center.publish(PlanApproved(plan=plan), plan.id)
-        await center.settle()
-
-        async def over() -> Plan | None:
-            stored = await center.kb.get_plan(plan.id)
-            done = (PlanStatus.COMPLETED, PlanStatus.FAILED)
-            return stored if stored.status in done else None
-
-        async def step() -> None:
-            import asyncio
-
-            await asyncio.sleep(2)
-            await scheduler.monitors["local"].poll_once()
-            await center.settle()
-
-        final: Plan = await until(over, step, steps=90, what="the OOM plan over")
+    async with on_local_slurm(tmp_path, plan) as (center, scheduler):
+        final = await until_over(center, scheduler, plan.id, steps=90, what="the OOM plan over")
     assert final.status is PlanStatus.COMPLETED, final.reason
     jobs = [s for s in final.segments if s.job_id]
     assert [s.state for s in jobs] == ["out_of_memory", "completed"]
@@ -746,68 +779,17 @@ async def test_on_real_slurm_a_job_outliving_its_prediction_is_extended_and_comp
     tmp_path: Path, slurm_cluster: dict[str, str]
 ) -> None:
     """Predicted 1 min, runs 90 s: scontrol raises its limit, same job id, nothing resubmitted."""
-    import asyncio
-
-    from knowledge_base.catalog import Catalog
-    from knowledge_base.importers.slurm import import_slurm_system
-    from knowledge_base.records import PlanOption
-    from tools.actuators.slurm import SlurmExecutor
-    from tools.actuators.slurm_commands import SlurmCommands
-
-    system = import_slurm_system("local", "lab", SlurmCommands())
-    workdir = tmp_path / "jobs"
-    workdir.mkdir()
-    os.chmod(workdir, 0o777)
     command = (
         'for i in $(seq 1 30); do echo "RIGHTSIZE_PROGRESS second=$((i * 3))/90"; sleep 3; done'
     )
-    spec = WorkloadSpec(
-        name="outlives",
-        user="root",
-        workload=GenericJob(application=command, nodes=1, cores=1, walltime_s=240),
+    plan = local_slurm_plan(
+        "plan-slurm-extend", "outlives", command, asked_s=240, memory_mb=256, walltime_s=60
     )
-    plan = Plan(
-        id="plan-slurm-extend",
-        user="root",
-        spec=spec,
-        option=PlanOption(
-            system="local",
-            partition="batch",
-            nodes=1,
-            cores_per_node=1,
-            memory_mb=256,
-            walltime_s=60,
-        ),
-        segments=[CascadeSegment(index=0, walltime_s=60)],
-    )
-    async with MiniCenter(tmp_path) as center:
-        await center.kb.put_catalog(Catalog(systems=[system]))
-        executor = SlurmExecutor(system=system, output_dir=workdir)
-        scheduler = Scheduler(
-            center.kb,
-            {"local": executor},
-            center.bus,
-            SchedulerConfig(
-                work_dir=workdir,
-                poll_interval_s=2,
-                policy=ReschedulePolicy(extend_in_place=True, extend_margin_s=40),  # after ~20 s
-            ),
+    policy = ReschedulePolicy(extend_in_place=True, extend_margin_s=40)  # after ~20 s
+    async with on_local_slurm(tmp_path, plan, policy) as (center, scheduler):
+        final = await until_over(
+            center, scheduler, plan.id, steps=75, what="the extended plan over"
         )
-        await center.start(scheduler)
-        await center.publish(PlanApproved(plan=plan), plan.id)
-        await center.settle()
-
-        async def over() -> Plan | None:
-            stored = await center.kb.get_plan(plan.id)
-            done = (PlanStatus.COMPLETED, PlanStatus.FAILED)
-            return stored if stored.status in done else None
-
-        async def step() -> None:
-            await asyncio.sleep(2)
-            await scheduler.monitors["local"].poll_once()
-            await center.settle()
-
-        final: Plan = await until(over, step, steps=75, what="the extended plan over")
         decisions = await center.recorder.of(ScheduleDecision)
         submissions = await center.recorder.of(JobSubmitted)
     assert final.status is PlanStatus.COMPLETED, final.reason
