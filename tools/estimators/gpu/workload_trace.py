@@ -8,13 +8,17 @@ and class count) and every batch size is derived from two traces (shapes grow li
 in the batch dimension; ``tools.estimators.gpu_memory.scaled`` for the allocation
 sequence, ``_affine_kernels`` here for the kernels), with bounded LRU caches of the
 traces and of the answers. A model that does not trace is remembered too, with its
-error, so a second request does not trace it again.
+error, so a second request does not trace it again. The allocation traces also persist
+on disk (``trace_dir``), so a new process (each ``rightsize plan``) reads them back.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import math
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -31,6 +35,7 @@ from tools.profiling.zoo.registry import TrainingTask
 
 __all__ = [
     "KERNEL_BATCHES",
+    "TRACE_DIR_ENV",
     "StepKey",
     "cache_info",
     "clear_caches",
@@ -39,7 +44,10 @@ __all__ = [
     "memory_peak",
     "step_key",
     "task_factory",
+    "trace_dir",
 ]
+
+log = logging.getLogger(__name__)
 
 KERNEL_BATCHES = (8, 16)
 _MIB = float(1 << 20)
@@ -214,14 +222,93 @@ def _steps(workload: DNNTraining, optimizer: str, precision: str) -> object:
     key = (step_key(workload), optimizer, precision)
 
     def make() -> object:
+        stored = _disk_load(key)
+        if stored is not None:
+            return stored
         try:
             build = task_factory(workload)
             found = ScalableSteps.trace(build, optimizer=optimizer, precision=precision)  # type: ignore[arg-type]
-            return found if found is not None else build
         except InvalidInputError as exc:
             return exc
+        if found is None:
+            return build
+        _disk_store(key, found)
+        return found
 
     return _TRACES.get(key, make)
+
+
+# -- traces kept across processes ------------------------------------------------------------
+# A CLI plan is a new process each time: the first plan of a model pays its traces
+# (seconds), later ones read them back. Keyed by the step key and by the code that
+# produced them (recorder, scaler, the zoo's models, torch's version), so a change to any
+# of them traces again. RIGHTSIZE_GPU_TRACES=off turns this off.
+
+TRACE_DIR_ENV = "RIGHTSIZE_GPU_TRACES"
+_CODE_DIGEST: list[str] = []
+
+
+def trace_dir() -> Path | None:
+    """Where traces persist: ``RIGHTSIZE_GPU_TRACES``, else ``$RIGHTSIZE_HOME/gpu_traces``
+    (``~/.rightsize``); None when the variable is ``off``."""
+    value = os.environ.get(TRACE_DIR_ENV, "")
+    if value.lower() == "off":
+        return None
+    if value:
+        return Path(value).expanduser()
+    return Path(os.environ.get("RIGHTSIZE_HOME") or "~/.rightsize").expanduser() / "gpu_traces"
+
+
+def _code_digest() -> str:
+    if not _CODE_DIGEST:
+        import torch
+
+        from tools.estimators.gpu_memory import recorder, scaled
+        from tools.profiling import zoo
+
+        digest = hashlib.sha256(torch.__version__.encode())
+        sources = [Path(recorder.__file__), Path(scaled.__file__)]
+        sources += sorted(Path(zoo.__file__).parent.glob("*.py"))
+        for source in sources:
+            digest.update(source.read_bytes())
+        _CODE_DIGEST.append(digest.hexdigest())
+    return _CODE_DIGEST[0]
+
+
+def _disk_path(key: tuple[StepKey, str, str]) -> Path | None:
+    folder = trace_dir()
+    if folder is None:
+        return None
+    name = hashlib.sha256(f"{key!r}|{_code_digest()}".encode()).hexdigest()[:32]
+    return folder / f"{name}.json"
+
+
+def _disk_load(key: tuple[StepKey, str, str]) -> object | None:
+    from tools.estimators.gpu_memory.scaled import ScalableSteps
+
+    path = _disk_path(key)
+    if path is None or not path.is_file():
+        return None
+    try:
+        return ScalableSteps.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("GPU trace cache %s unreadable (%s): tracing again", path, exc)
+        return None
+
+
+def _disk_store(key: tuple[StepKey, str, str], steps: object) -> None:
+    from tools.estimators.gpu_memory.scaled import ScalableSteps
+
+    path = _disk_path(key)
+    if path is None or not isinstance(steps, ScalableSteps):
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(steps.to_json()), encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:  # a read-only home: the process cache still works
+        log.warning("GPU trace cache %s not written: %s", path, exc)
 
 
 def memory_peak(workload: DNNTraining, batch: int, gpus: int, gpu: GPUSpec) -> GpuMemoryPeak:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from torch import Tensor, nn
 
@@ -142,6 +143,34 @@ class ScalableSteps:
         """The sequence of one batch size only (sizes do not scale)."""
         one = _record(build, batch, optimizer, precision, bucket_mb)
         return cls(one.ops, one.sizes, (0,) * len(one.sizes), one.marker, one.buckets)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "alloc": [int(a) for a, _ in self.ops],
+            "ordinal": [o for _, o in self.ops],
+            "base": list(self.base),
+            "per_sample": list(self.per_sample),
+            "marker": self.marker,
+            "buckets": list(self.buckets),
+        }
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> ScalableSteps:
+        """Inverse of ``to_json``; ValueError/KeyError/TypeError on a damaged document."""
+        ops = tuple(
+            (bool(a), int(o)) for a, o in zip(document["alloc"], document["ordinal"], strict=True)
+        )
+        base = tuple(int(v) for v in document["base"])
+        per_sample = tuple(int(v) for v in document["per_sample"])
+        if len(base) != len(per_sample) or any(o >= len(base) or o < 0 for _, o in ops):
+            raise ValueError("inconsistent trace document")
+        return cls(
+            ops,
+            base,
+            per_sample,
+            int(document["marker"]),
+            tuple(int(b) for b in document["buckets"]),
+        )
 
     def events(self, batch: int, *, ddp: bool = False) -> list[MemoryEvent]:
         """The allocation sequence at ``batch`` (per GPU), DDP's buckets included if asked."""

@@ -17,6 +17,7 @@ from knowledge_base.workload import DNNTraining
 from tools.estimators.gpu import workload_trace
 from tools.estimators.gpu.workload_trace import (
     KERNEL_BATCHES,
+    TRACE_DIR_ENV,
     _affine_kernels,
     _AffineKernels,
     _trace_kernels,
@@ -49,7 +50,8 @@ def _workload(model: Path | str = SMALL_CNN, **extra: object) -> DNNTraining:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_caches() -> None:
+def _fresh_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TRACE_DIR_ENV, str(tmp_path / "traces"))
     clear_caches()
 
 
@@ -148,3 +150,29 @@ def test_generation_of_catalog_gpu_names() -> None:
 def test_module_keeps_no_reference_to_a_model_file_path_in_its_keys() -> None:
     key = workload_trace.step_key(_workload())
     assert key.model.startswith("file:") and str(SMALL_CNN) not in key.model
+
+
+def test_a_new_process_reads_the_traces_back_from_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = memory_peak(_workload(), 32, 1, V100_16GB)
+    [stored] = list((tmp_path / "traces").glob("*.json"))
+    clear_caches()  # what a new process starts with
+
+    def no_trace(*args: object, **kwargs: object) -> None:
+        raise AssertionError("traced again")
+
+    monkeypatch.setattr(ScalableSteps, "trace", no_trace)
+    assert memory_peak(_workload(), 32, 1, V100_16GB) == first
+    # a damaged file is traced again (here: the trace is refused, so the error shows it)
+    stored.write_text("{not json")
+    clear_caches()
+    with pytest.raises(AssertionError, match="traced again"):
+        memory_peak(_workload(), 32, 1, V100_16GB)
+
+
+def test_off_keeps_nothing_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TRACE_DIR_ENV, "off")
+    monkeypatch.setenv("RIGHTSIZE_HOME", str(tmp_path / "home"))
+    memory_peak(_workload(), 32, 1, V100_16GB)
+    assert not (tmp_path / "home").exists() and not (tmp_path / "traces").exists()
