@@ -11,12 +11,15 @@ killed under
   (:class:`simulations.rightsize_policy.RightsizePolicy`);
 - ``rightsize-loto``: the same policy with its settings chosen on the *other* traces
   only (leave one trace out), the figure to expect on a trace never seen;
-- ``exact``: EASY with every run time known and shortest-first backfilling, an oracle:
-  a bound, not a policy.
+- ``exact``: rightsize's orders with every run time known, an oracle: what perfect
+  estimates give under the same policy, not a policy (and not a strict bound: systematic
+  under-estimates can backfill more short jobs than the truth does).
 
-The settings are chosen on a grid (``GRID``) by the mean over the chosen traces of
-rightsize's bsld relative to EASY++'s (so each trace weighs the same), among settings
-whose mean wait is no worse than EASY++'s on every one of them when any is.
+The settings are chosen on a grid (``GRID``): first the fewest chosen traces where
+rightsize's mean wait or p99 bsld is worse than EASY++'s (fairness: a reordering must not
+buy its mean by starving some jobs), then the lowest *median* over the chosen traces of
+rightsize's bsld relative to EASY++'s (each trace weighs the same; the median, because
+bsld under reordering is chaotic and one trace's lucky cell should not pick the setting).
 The history estimator's replay is the slow part (minutes on HPC2N); ``--cache DIR``
 keeps each trace's predictions in ``DIR`` for the next run.
 """
@@ -44,11 +47,15 @@ from simulations.workload import Workload, load_swf
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
 GRID = [
-    RightsizePolicy(estimate_quantile=q, correction_quantile=c, order=order)
-    for q, c, order in itertools.product(
-        (0.05, 0.1, 0.2, 0.3, 0.5), (None, 0.3, 0.5, 0.9), ("sjbf",)
+    RightsizePolicy(estimate_quantile=q, order=order, queue_order=queue, starve_h=starve)
+    for q, order, queue, starve in itertools.product(
+        (0.3, 0.4, 0.5), ("sjbf", "xf"), ("fcfs", "sjbf", "xf"), (None, 168.0)
     )
+    if not (queue == "fcfs" and starve is not None)
 ]
+"""Estimate quantile x backfill order x queue order x starvation bound. The conditional
+correction (``correction_quantile``) was on the previous grid with SJBF and never chosen
+(docs/simulations.md); it is left off here to keep the sweep within minutes."""
 
 
 def _distributions(trace: Path, workload: Workload, cache: Path | None) -> RuntimeDistributions:
@@ -72,8 +79,12 @@ def _choose(
 
     def score(k: int) -> tuple[int, float]:
         relative = [grid_results[t][k].mean_bsld / baselines[t].mean_bsld for t in traces]
-        slower = sum(grid_results[t][k].mean_wait_s > baselines[t].mean_wait_s for t in traces)
-        return slower, float(np.mean(relative))
+        worse = sum(
+            grid_results[t][k].mean_wait_s > baselines[t].mean_wait_s
+            or grid_results[t][k].p99_bsld > baselines[t].p99_bsld
+            for t in traces
+        )
+        return worse, float(np.median(relative))
 
     return min(range(len(GRID)), key=score)
 
@@ -85,6 +96,7 @@ def _row(
         "trace": trace,
         "run": name,
         "mean_wait_h": r.mean_wait_s / 3600,
+        "p99_wait_h": r.p99_wait_s / 3600,
         "mean_bsld": r.mean_bsld,
         "p99_bsld": r.p99_bsld,
         "utilization": r.utilization,
@@ -115,7 +127,13 @@ def main() -> int:
         fixed[name] = {
             "easy-user": replay(workload, policy="easy", estimate="user").result,
             "easy++": replay(workload, policy="easy", estimate="last2", order="sjbf").result,
-            "exact": replay(workload, policy="easy", estimate="exact", order="sjbf").result,
+            "exact": replay(
+                workload,
+                policy="easy",
+                estimate="exact",
+                order=RightsizePolicy().order,
+                queue_order=RightsizePolicy().queue_order,
+            ).result,
         }
         grid_results[name] = [replay_rightsize(workload, found, p).result for p in GRID]
         shipped = RightsizePolicy()
@@ -156,14 +174,16 @@ def main() -> int:
         f"{RightsizePolicy().model_dump()}; chosen on all traces {on_all.model_dump()}"
     )
     print(
-        f"{'trace':<18} {'run':<15} {'wait h':>7} {'bsld':>8} {'p99 bsld':>9} {'util':>6} "
+        f"{'trace':<18} {'run':<15} {'wait h':>7} {'p99 w h':>7} {'bsld':>8} {'p99 bsld':>9} "
+        f"{'util':>6} "
         f"{'killed':>7} {'vs EASY':>8} {'vs EASY++':>9} {'wait vs ++':>10}"
     )
     for r in rows:
         label = f"{r['run']} (oracle)" if r["run"] == "exact" else str(r["run"])
         print(
-            f"{r['trace']:<18} {label:<15} {r['mean_wait_h']:>7.2f} {r['mean_bsld']:>8.2f} "
-            f"{r['p99_bsld']:>9.1f} {r['utilization']:>6.3f} {r['killed']:>7,} "
+            f"{r['trace']:<18} {label:<15} {r['mean_wait_h']:>7.2f} {r['p99_wait_h']:>7.1f} "
+            f"{r['mean_bsld']:>8.2f} {r['p99_bsld']:>9.1f} {r['utilization']:>6.3f} "
+            f"{r['killed']:>7,} "
             f"{r['bsld_vs_easy_user']:>+8.0%} {r['bsld_vs_easy_pp']:>+9.0%} "
             f"{r['wait_vs_easy_pp']:>+10.0%}"
         )

@@ -47,7 +47,9 @@ __all__ = [
     "ARRIVAL",
     "CONSERVATIVE",
     "EASY",
+    "EXPANSION",
     "FCFS",
+    "NO_BOUND",
     "SCORE_FEATURES",
     "SHORTEST",
     "SMALLEST_AREA",
@@ -58,9 +60,14 @@ __all__ = [
 ]
 
 FCFS, EASY, CONSERVATIVE = 0, 1, 2
-ARRIVAL, SHORTEST, SMALLEST_AREA = 0, 1, 2
-"""EASY's backfill orders: queue order, shortest estimate first (SJBF), smallest
-estimate x processors first."""
+ARRIVAL, SHORTEST, SMALLEST_AREA, EXPANSION = 0, 1, 2, 3
+"""Orders, for EASY's backfill candidates and for the queue itself: arrival (queue) order,
+shortest estimate first (SJBF / SJF), smallest estimate x processors first, largest
+predicted expansion factor first ((wait + estimate) / max(estimate, 10 s), the job's
+bounded slowdown if it started now)."""
+NO_BOUND = 2**62
+"""A starvation bound that never triggers."""
+_ORDERS = (ARRIVAL, SHORTEST, SMALLEST_AREA, EXPANSION)
 _INF = np.int64(2**62)
 
 SCORE_FEATURES = ("log_wait", "log_request", "log_procs", "fits_now")
@@ -218,6 +225,41 @@ def _order_by_score(
 
 
 @njit(cache=True)
+def _order_key(kind: int, j: int, t: int, submit: Any, est: Any, procs: Any) -> float:
+    """A queued job's place in ``kind``'s order, lowest first."""
+    if kind == SHORTEST:
+        return float(est[j])
+    if kind == SMALLEST_AREA:
+        return float(est[j]) * float(procs[j])
+    if kind == EXPANSION:
+        return -float(t - submit[j] + est[j]) / float(max(est[j], 10))
+    return float(j)
+
+
+@njit(cache=True)
+def _order_queue(
+    queue: Any, t: int, submit: Any, est: Any, procs: Any, kind: int, starve_s: int
+) -> None:
+    """Sort ``queue`` in place by ``kind``'s key; a job that has waited longer than
+    ``starve_s`` goes before all others, those in arrival order. Ties keep arrival order."""
+    n = len(queue)
+    keys = np.empty(n, dtype=np.float64)
+    ids = np.empty(n, dtype=np.int64)
+    for k in range(n):
+        ids[k] = queue[k]
+    ids.sort()  # arrival order (jobs are numbered by submit), so stable ties keep it
+    for k in range(n):
+        j = ids[k]
+        if t - submit[j] > starve_s:
+            keys[k] = -np.inf
+        else:
+            keys[k] = _order_key(kind, j, t, submit, est, procs)
+    order = np.argsort(keys, kind="mergesort")
+    for k in range(n):
+        queue[k] = ids[order[k]]
+
+
+@njit(cache=True)
 def _earliest_fit(t: int, width: int, duration: int, times: Any, free: Any, count: int) -> int:
     """Earliest breakpoint index where ``width`` processors stay free for ``duration``."""
     for a in range(count):
@@ -276,6 +318,8 @@ def _simulate(
     dist_cover: Any,
     alpha: float,
     conditional: bool,
+    queue_kind: int,
+    starve_s: int,
 ) -> tuple[Any, Any, Any, Any]:
     n = submit.shape[0]
     start = np.full(n, -1, dtype=np.int64)
@@ -370,6 +414,17 @@ def _simulate(
 
         if scored and len(queue) > 1:
             _order_by_score(queue, t, free, machine, submit, req, procs, scorer)
+        elif queue_kind != ARRIVAL and len(queue) > 1:
+            # Order only when some queued job fits now: otherwise nothing starts or
+            # backfills at this event, and the order is taken afresh at the next one.
+            fits = False
+            for k in range(len(queue)):
+                if procs[queue[k]] <= free:
+                    fits = True
+                    break
+            if not fits:
+                continue
+            _order_queue(queue, t, submit, est, procs, queue_kind, starve_s)
         while len(queue) > 0 and procs[queue[0]] <= free:
             j = queue.pop(0)
             _start_job(j, t, run, req, start, end, killed, heap, running)
@@ -378,6 +433,18 @@ def _simulate(
             continue
 
         head = queue[0]
+        if head_reservation[head] >= 0 and not conditional:
+            # Nothing can backfill unless some queued job fits the free processors now:
+            # skip the reservation (raising outlived estimates to the request can wait,
+            # it does not depend on when it is done; a conditional correction does).
+            fits = False
+            if free > 0:
+                for k in range(1, len(queue)):
+                    if procs[queue[k]] <= free:
+                        fits = True
+                        break
+            if not fits:
+                continue
         shadow, extra = _easy_shadow(
             t,
             procs[head],
@@ -394,12 +461,15 @@ def _simulate(
         )
         if head_reservation[head] < 0:
             head_reservation[head] = shadow
+        # A starved head is protected from under-estimates: a candidate must end before
+        # the shadow by its request (its kill time), not by its estimate.
+        protect = t - submit[head] > starve_s
         if order_kind == ARRIVAL:
             idx = 1
             while idx < len(queue) and free > 0:
                 j = queue[idx]
                 if procs[j] <= free:
-                    if t + est[j] <= shadow:
+                    if t + (req[j] if protect else est[j]) <= shadow:
                         _start_job(j, t, run, req, start, end, killed, heap, running)
                         free -= procs[j]
                         queue.pop(idx)
@@ -423,13 +493,13 @@ def _simulate(
         if count == 0:
             continue
         picked = np.empty(count, dtype=np.int64)
-        keys = np.empty(count, dtype=np.int64)
+        keys = np.empty(count, dtype=np.float64)
         count = 0
         for k in range(1, len(queue)):
             j = queue[k]
             if procs[j] <= free:
                 picked[count] = k
-                keys[count] = est[j] if order_kind == SHORTEST else est[j] * procs[j]
+                keys[count] = _order_key(order_kind, j, t, submit, est, procs)
                 count += 1
         chosen = np.zeros(count, dtype=np.bool_)
         ranked = np.zeros(1, dtype=np.int64) if count == 1 else np.argsort(keys, kind="mergesort")
@@ -439,7 +509,7 @@ def _simulate(
             j = queue[picked[m]]
             if procs[j] > free:
                 continue
-            if t + est[j] <= shadow:
+            if t + (req[j] if protect else est[j]) <= shadow:
                 _start_job(j, t, run, req, start, end, killed, heap, running)
                 free -= procs[j]
                 chosen[m] = True
@@ -484,6 +554,8 @@ def warm_up() -> None:
                 cover,
                 alpha,
                 False,
+                ARRIVAL,
+                NO_BOUND,
             )
         _warm = True
 
@@ -502,6 +574,8 @@ def simulate_arrays(
     scorer: Scorer | None = None,
     order: int = ARRIVAL,
     distribution: Distribution | None = None,
+    queue_order: int = ARRIVAL,
+    starve_s: int = NO_BOUND,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, killed, first reservation) per job; inputs must be sorted by submit.
 
@@ -515,8 +589,18 @@ def simulate_arrays(
             field="policy",
             value="conservative",
         )
-    if order not in (ARRIVAL, SHORTEST, SMALLEST_AREA):
+    if order not in _ORDERS:
         raise InvalidInputError("unknown backfill order", field="order", value=order)
+    if queue_order not in _ORDERS:
+        raise InvalidInputError("unknown queue order", field="queue_order", value=queue_order)
+    if queue_order != ARRIVAL and (scorer is not None or policy == CONSERVATIVE):
+        raise InvalidInputError(
+            "a queue order applies to the fcfs or easy queue without a scorer",
+            field="queue_order",
+            value=queue_order,
+        )
+    if starve_s < 0:
+        raise InvalidInputError("a starvation bound is >= 0 s", field="starve_s", value=starve_s)
     if distribution is not None and distribution[0].shape[0] != submit_s.shape[0]:
         raise InvalidInputError(
             "the run-time distribution needs one row per job",
@@ -549,5 +633,7 @@ def simulate_arrays(
         np.ascontiguousarray(cover, dtype=np.float64),
         float(alpha),
         distribution is not None,
+        int(queue_order),
+        int(min(starve_s, NO_BOUND)),
     )
     return result

@@ -27,6 +27,10 @@ class SimulationResult(BaseModel):
     policy: str
     estimate: str
     order: str = Field(default="fcfs", description="EASY's backfill order")
+    queue_order: str = Field(
+        default="fcfs", description="The queue's order (which job is the head)"
+    )
+    cpu_seconds: float = Field(default=0.0, description="CPU (process) time of the replay itself")
     corrected: bool = Field(
         default=False, description="Outlived estimates corrected from a distribution"
     )

@@ -12,7 +12,9 @@ from simulations.engine import (
     ARRIVAL,
     CONSERVATIVE,
     EASY,
+    EXPANSION,
     FCFS,
+    NO_BOUND,
     SHORTEST,
     SMALLEST_AREA,
     Distribution,
@@ -26,9 +28,9 @@ __all__ = ["ORACLE_ESTIMATES", "Estimate", "Order", "Policy", "Schedule", "repla
 
 Policy = Literal["fcfs", "easy", "conservative"]
 Estimate = Literal["user", "last2", "model", "exact"]
-Order = Literal["fcfs", "sjbf", "saf"]
+Order = Literal["fcfs", "sjbf", "saf", "xf"]
 _POLICIES = {"fcfs": FCFS, "easy": EASY, "conservative": CONSERVATIVE}
-_ORDERS = {"fcfs": ARRIVAL, "sjbf": SHORTEST, "saf": SMALLEST_AREA}
+_ORDERS = {"fcfs": ARRIVAL, "sjbf": SHORTEST, "saf": SMALLEST_AREA, "xf": EXPANSION}
 ORACLE_ESTIMATES = frozenset({"exact"})
 """Estimates that know what no scheduler can (every job's run time): bounds, not policies."""
 
@@ -67,12 +69,18 @@ def replay(
     order: Order = "fcfs",
     distribution: Distribution | None = None,
     label: str | None = None,
+    queue_order: Order = "fcfs",
+    starve_s: int | None = None,
 ) -> Schedule:
     """Simulate ``workload``; ``model`` needs one estimate per job (e.g. history p50).
 
     ``order`` is the order EASY tries backfill candidates in: ``fcfs`` (queue order),
     ``sjbf`` (shortest estimate first, as EASY++), ``saf`` (smallest estimate x processors
-    first). ``distribution`` corrects an outlived estimate from the job's conditional
+    first), ``xf`` (largest predicted expansion factor (wait + estimate) / estimate first).
+    ``queue_order`` orders the queue itself by the same keys, which decides the head that
+    holds EASY's reservation; a job waiting longer than ``starve_s`` goes first, in arrival
+    order, and as head is protected: candidates must end before its reservation by their
+    requests. ``distribution`` corrects an outlived estimate from the job's conditional
     run-time distribution (else it is raised to the request). ``exact`` estimates are the
     run times themselves (capped at the request): an oracle, a bound for the others.
     ``label`` names the policy in the result (e.g. ``rightsize``)."""
@@ -83,6 +91,12 @@ def replay(
     if order not in _ORDERS:
         raise InvalidInputError(
             f"unknown backfill order; use one of {sorted(_ORDERS)}", field="order", value=order
+        )
+    if queue_order not in _ORDERS:
+        raise InvalidInputError(
+            f"unknown queue order; use one of {sorted(_ORDERS)}",
+            field="queue_order",
+            value=queue_order,
         )
     if estimate == "model":
         if model_estimates_s is None or model_estimates_s.shape != workload.submit_s.shape:
@@ -102,6 +116,7 @@ def replay(
         )
     warm_up()
     began = time.perf_counter()
+    began_cpu = time.process_time()
     start, end, killed, reservation = simulate_arrays(
         submit_s=workload.submit_s,
         run_s=workload.run_s,
@@ -114,8 +129,11 @@ def replay(
         last2=estimate == "last2",
         order=_ORDERS[order],
         distribution=distribution,
+        queue_order=_ORDERS[queue_order],
+        starve_s=NO_BOUND if starve_s is None else starve_s,
     )
     seconds = time.perf_counter() - began
+    cpu_seconds = time.process_time() - began_cpu
     figures = summarize(
         submit_s=workload.submit_s,
         start_s=start,
@@ -129,9 +147,11 @@ def replay(
         dropped=sum(workload.dropped.values()),
         seconds=seconds,
         jobs_per_s=workload.jobs / seconds if seconds > 0 else float("inf"),
+        cpu_seconds=cpu_seconds,
         policy=label or policy,
         estimate=estimate,
         order=order,
+        queue_order=queue_order,
         corrected=distribution is not None,
         oracle=estimate in ORACLE_ESTIMATES,
         trace=workload.name,

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the simulator (numba, matplotlib, the agents) loads when a 
 
 POLICIES: tuple[str, ...] = ("fcfs", "easy", "conservative", "rightsize")
 ESTIMATES: tuple[Estimate, ...] = ("user", "last2", "model", "exact")
-ORDERS: tuple[Order, ...] = ("fcfs", "sjbf", "saf")
+ORDERS: tuple[Order, ...] = ("fcfs", "sjbf", "saf", "xf")
 POLICY_BY_NAME: dict[str, Policy] = {"fcfs": "fcfs", "easy": "easy", "conservative": "conservative"}
 ESTIMATE_BY_NAME: dict[str, Estimate] = {e: e for e in ESTIMATES}
 ORDER_BY_NAME: dict[str, Order] = {o: o for o in ORDERS}
@@ -35,8 +35,9 @@ def simulate_command(
     policy: list[str] = typer.Option(
         ["easy"],
         "--policy",
-        help="fcfs, easy, conservative or rightsize (EASY with low-quantile history estimates "
-        "and SJBF: docs/simulations.md); repeat to compare",
+        help="fcfs, easy, conservative or rightsize (EASY with low-quantile history estimates, "
+        "the queue and its backfills in largest-expansion-factor order: docs/simulations.md); "
+        "repeat to compare",
     ),
     estimate: list[str] = typer.Option(
         ["user"],
@@ -48,8 +49,9 @@ def simulate_command(
         ["fcfs"],
         "--backfill-order",
         help="The order EASY tries backfill candidates in: fcfs (queue order), sjbf "
-        "(shortest estimate first; EASY++ is --estimate last2 --backfill-order sjbf) or "
-        "saf (smallest estimate x processors first); repeat to compare",
+        "(shortest estimate first; EASY++ is --estimate last2 --backfill-order sjbf), "
+        "saf (smallest estimate x processors first) or xf (largest (wait + estimate) / "
+        "estimate first); repeat to compare",
     ),
     schedule_out: Path | None = typer.Option(
         None,

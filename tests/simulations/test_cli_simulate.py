@@ -131,7 +131,7 @@ def test_schedule_out_never_ends_a_job_before_its_run_or_request_would(
         ("easy", "user", "sjbf"),
         ("easy", "exact", "fcfs"),
         ("easy", "exact", "sjbf"),
-        ("rightsize", "model", "sjbf"),
+        ("rightsize", "model", "xf"),
     ]
     assert [r["oracle"] for r in runs] == [False, False, True, True, False]
     files = sorted(tmp_path.glob("schedule.*.csv"))
@@ -166,7 +166,7 @@ def test_schedule_out_and_order_errors_are_clear_and_write_nothing(
     assert "is a directory" in folder.stderr
     order = runner.invoke(app, ["simulate", "--trace", str(trace), "--backfill-order", "ljf"])
     assert order.exit_code == 2
-    assert "--backfill-order: 'ljf' is not one of fcfs, sjbf, saf" in order.stderr
+    assert "--backfill-order: 'ljf' is not one of fcfs, sjbf, saf, xf" in order.stderr
     assert not list(tmp_path.glob("*.csv"))
 
 

@@ -106,6 +106,44 @@ def test_saf_orders_candidates_by_estimate_times_processors() -> None:
         replay(w, policy="easy", order="lifo")  # type: ignore[arg-type]
 
 
+def test_xf_queue_order_makes_the_job_with_the_largest_expansion_factor_the_head() -> None:
+    # J1 fills the machine until 100. At 100 J2 (6 procs, 1000 s) has waited 99 s, its
+    # expansion factor (99 + 1000) / 1000 = 1.1; J3 (6 procs, 10 s) waited 98 s: (98 + 10)
+    # / 10 = 10.8. Arrival order starts J2 and J3 waits for it (4 free); xf starts J3 and
+    # J2 follows at 110. Shortest-first as the queue order agrees here.
+    w = _workload([(0, 10, 100, 100), (1, 6, 1000, 1000), (2, 6, 10, 10)])
+    assert _starts(w, "easy") == [0, 100, 1100]
+    assert _starts(w, "easy", queue_order="xf") == [0, 110, 100]
+    assert _starts(w, "easy", queue_order="sjbf") == [0, 110, 100]
+    assert _starts(w, "fcfs", queue_order="xf") == [0, 110, 100]
+    with pytest.raises(InvalidInputError) as caught:
+        replay(w, policy="easy", queue_order="lifo")  # type: ignore[arg-type]
+    assert caught.value.field == "queue_order"
+    with pytest.raises(InvalidInputError) as negative:
+        replay(w, policy="easy", queue_order="xf", starve_s=-1)
+    assert negative.value.field == "starve_s"
+
+
+def test_a_job_past_the_starvation_bound_goes_first_in_arrival_order() -> None:
+    # The same jobs: at 100 J2 has waited 99 s, J3 98 s. With a bound of 98 s J2 is
+    # starved and goes first whatever xf says; with 99 s neither is, and xf decides.
+    w = _workload([(0, 10, 100, 100), (1, 6, 1000, 1000), (2, 6, 10, 10)])
+    assert _starts(w, "easy", queue_order="xf", starve_s=98) == [0, 100, 1100]
+    assert _starts(w, "easy", queue_order="xf", starve_s=99) == [0, 110, 100]
+
+
+def test_a_starved_head_is_protected_from_an_under_estimated_backfill() -> None:
+    # J2 (8) waits for J1 (6 of 10, until 100). J3 (4 procs) is estimated at 90 s but asks
+    # 1000: by its estimate it ends before J2's reservation and backfills at 2. Once J2
+    # has waited past the bound, candidates are judged by their requests (kill times):
+    # J3 could run to 1002, so it waits for J2.
+    w = _workload([(0, 6, 100, 100), (1, 8, 50, 50), (2, 4, 90, 1000)])
+    estimates = np.array([100, 50, 90])
+    kwargs: dict[str, object] = {"estimate": "model", "model_estimates_s": estimates}
+    assert _starts(w, "easy", queue_order="xf", **kwargs) == [0, 100, 2]
+    assert _starts(w, "easy", queue_order="xf", starve_s=0, **kwargs) == [0, 100, 150]
+
+
 def test_exact_estimates_are_the_run_times_and_say_they_are_an_oracle() -> None:
     # J3 asks for 1000 s but runs 30: with its run time known it backfills at once.
     w = _workload([(0, 6, 100, 100), (1, 8, 50, 50), (2, 4, 30, 1000)])
@@ -152,6 +190,19 @@ def _in_use_never_exceeds(
 @pytest.fixture(scope="module")
 def kth(shared_data: Path) -> Workload:
     return load_swf(shared_data / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz")
+
+
+@pytest.mark.parametrize("starve_s", [None, 72 * 3600])
+def test_whole_trace_invariants_hold_with_the_queue_reordered(
+    kth: Workload, starve_s: int | None
+) -> None:
+    schedule = replay(
+        kth, policy="easy", order="xf", queue_order="xf", estimate="last2", starve_s=starve_s
+    )
+    assert (schedule.start_s >= kth.submit_s).all(), "a job started before it was submitted"
+    assert _in_use_never_exceeds(schedule.start_s, schedule.end_s, kth.procs, kth.machine_procs)
+    assert (schedule.end_s - schedule.start_s == np.minimum(kth.run_s, kth.req_s)).all()
+    assert schedule.result.queue_order == "xf"
 
 
 @pytest.mark.parametrize(
