@@ -202,3 +202,44 @@ async def test_a_finished_gpu_job_of_a_plan_becomes_a_measurement(
     assert measured.hardware["gpu_model"] == V100
     assert measured.iteration_s == pytest.approx(0.02, rel=0.01)  # run_s is whole seconds
     assert measured.config["batch_size"] == 64 and measured.config["source"] == "finished job"
+
+
+def test_a_profiling_run_on_a_gpu_is_stored_as_a_gpu_step_measurement() -> None:
+    """Profiling's decide is pure: a completed GPU run's profile line becomes two records,
+    the workload's profile and the GPU step measurement Model Promotion learns from."""
+    from agents.events import Envelope, PlanFinished
+    from agents.profiling import Profiling, ProfilingObservation, StoreProfile
+
+    plan = Plan(
+        id="profile-abc",
+        user="alice",
+        spec=WorkloadSpec(name="cnn", user="alice", workload=_workload(64)),
+        status=PlanStatus.COMPLETED,
+        option=PlanOption(
+            system="pitzer", partition="gpudebug", node_type="skylake-40core-dual-gpu",
+            nodes=1, cores_per_node=20, gpus_per_node=1, memory_mb=4096, walltime_s=300,
+            batch_size=64,
+        ),
+    )  # fmt: skip
+    finished = PlanFinished(plan_id=plan.id, status=PlanStatus.COMPLETED, purpose="profiling")
+    event = Envelope(
+        type="plan.finished", source="scheduler", correlation_id=plan.id, payload=finished
+    )
+    observation = ProfilingObservation(
+        event=event,
+        kind="finished",
+        plan=plan,
+        finished=finished,
+        output="RIGHTSIZE_PROFILE iteration_s=0.031 peak_memory_mb=900 batch_size=64",
+        gpu_model=V100,
+    )
+    agent = Profiling.__new__(Profiling)  # decide needs no knowledge base or executors
+    stored = [a.profile for a in agent.decide(observation) if isinstance(a, StoreProfile)]
+    [measured] = [p for p in stored if p.family == GPU_STEP_FAMILY]
+    assert measured.iteration_s == 0.031 and measured.hardware["gpu_model"] == V100
+    assert measured.config["source"] == "profiling" and measured.config["batch_size"] == 64
+    assert DNNTraining.model_validate_json(str(measured.config["workload"])) == _workload(64)
+    # a CPU run stores no GPU measurement
+    cpu = observation.model_copy(update={"gpu_model": None})
+    assert all(a.profile.family != GPU_STEP_FAMILY for a in agent.decide(cpu)
+               if isinstance(a, StoreProfile))  # fmt: skip

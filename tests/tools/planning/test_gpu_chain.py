@@ -117,3 +117,31 @@ async def test_an_option_whose_peak_exceeds_the_gpu_is_infeasible_naming_gpu_and
     reason = refused[0].reason
     assert "MiB of GPU memory" in reason and "NVIDIA Tesla P100" in reason
     assert "has 16,384 MiB" in reason and "CUDA context" in reason
+
+
+def test_gavel_roofline_walltime_uses_the_analytic_start_up_range() -> None:
+    """The trained GPU estimators add the analytic model's start-up (10/30/120 s), not a
+    fixed 120 s of their own (their point was 90 s long before)."""
+    import math
+
+    from tools.estimators.dnn.adapter import GPURooflineEstimator, trained_roofline
+    from tools.planning.analytic import STARTUP_POINT_S
+    from tools.planning.estimation import Candidate
+
+    catalog = load_seed_catalog()
+    system = catalog.system("pitzer")
+    node = next(n for n in system.node_types if n.gpu and n.gpu.memory_mb == 32768)
+    partition = next(p for p in system.partitions if p.node_type == node.name)
+    workload = DNNTraining(
+        model="resnet50", dataset_samples=6400, epochs=1, batch_sizes=[64],
+        input_shape=[3, 224, 224],
+    )  # fmt: skip
+    answer = GPURooflineEstimator().estimate(
+        workload, Candidate(system, partition, node, 1, 4, 1, 64)
+    )
+    assert isinstance(answer, ResourceEstimate)
+    model, _, _ = trained_roofline()
+    assert node.gpu is not None and node.gpu.fp32_tflops is not None
+    steps = math.ceil(6400 / 64)
+    work = steps * model.step_s("ResNet-50", 64, node.gpu.fp32_tflops)
+    assert answer.runtime_s.point == pytest.approx(STARTUP_POINT_S + work)
