@@ -16,6 +16,11 @@ Operators with identical features inside one step are stored once with a count
 count, critical_s, thread_s, process_s, wall_s]``, times the median over the copies).
 The first line of a new file is the provenance: machine, torch, thread counts,
 ``OMP_WAIT_POLICY``, the command.
+
+``--steps FILE`` then times the whole eager step of every zoo item of ``--out``
+(``optiming.time_training_step``, same optimizer and threads) into ``FILE``, one line
+per item (``id``, ``step_s``): the step measured under the same conditions as its
+operators, beside the profiler's measurement made on another day.
 """
 
 from __future__ import annotations
@@ -35,7 +40,12 @@ from typing import Any
 
 import torch
 
-from tools.profiling.optiming import StepOpTimings, time_optimizer_update, time_step_ops
+from tools.profiling.optiming import (
+    StepOpTimings,
+    time_optimizer_update,
+    time_step_ops,
+    time_training_step,
+)
 from tools.profiling.profiler import hardware_descriptors
 from tools.profiling.zoo.registry import FAMILIES
 
@@ -156,7 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probes", type=int, default=12, help="networks per probe")
     parser.add_argument("--updates", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=Path, help="time the zoo items' whole steps into FILE")
     args = parser.parse_args(argv)
+    if args.steps is not None:
+        return _steps(args.out, args.steps)
     done: set[str] = set()
     if args.out.exists():
         done = {item["id"] for item in read_items(args.out)}
@@ -226,6 +239,22 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 write({"id": item_id, "kind": "done"})
             print(f"{item_id}: {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
+    return 0
+
+
+def _steps(source: Path, out: Path) -> int:
+    done = {i["id"] for i in read_items(out)} if out.exists() else set()
+    with out.open("a") as handle:
+        for item in read_items(source):
+            if item.get("kind") != "zoo" or item["id"] in done:
+                continue
+            torch.manual_seed(0)
+            task = FAMILIES[item["family"]].task(item["params"], item["batch_size"])
+            step_s = time_training_step(task, item["optimizer"], int(item["threads"]))
+            line = {"id": item["id"], "step_s": step_s, "loadavg_1m": round(os.getloadavg()[0], 2)}
+            handle.write(json.dumps(line) + "\n")
+            handle.flush()
+            print(f"{item['id']}: {step_s:.4f} s", file=sys.stderr, flush=True)
     return 0
 
 

@@ -23,8 +23,10 @@ an operator costs on a machine with nothing else running is:
 The wall time of each batch is kept beside them, to check the CPU-time figures against
 the wall clock of runs made while the machine was quiet (``loadavg_1m`` is recorded).
 
-``time_optimizer_update`` times ``optimizer.step()`` (SGD with momentum or Adam, the
-profiler's settings) over a given set of parameter shapes the same way.
+``time_training_step`` times whole eager training steps (zero_grad, forward, loss,
+backward, update) the same way, so that a step and its operators are measured under
+the same conditions. ``time_optimizer_update`` times ``optimizer.step()`` (SGD with
+momentum or Adam, the profiler's settings) over a given set of parameter shapes.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ __all__ = [
     "time_call",
     "time_optimizer_update",
     "time_step_ops",
+    "time_training_step",
 ]
 
 BATCH_S = 2e-4  # one timed batch of calls lasts about this long (thread CPU time)
@@ -236,3 +239,28 @@ def time_optimizer_update(
         timing.wall_s,
         timing.critical_s(threads),
     )
+
+
+def time_training_step(
+    task: TrainingTask, optimizer: str, threads: int, *, warmup: int = 2, steps: int = 5
+) -> float:
+    """Median critical-path CPU seconds of ``steps`` eager training steps of ``task``."""
+    from tools.profiling import counting
+
+    torch.set_num_threads(threads)
+    model = task.model.train()
+    opt: torch.optim.Optimizer = (
+        torch.optim.Adam(model.parameters(), lr=1e-4)
+        if optimizer in {"adam", "adamw"}
+        else torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    )
+    for _ in range(warmup):
+        counting.training_step(task, opt)
+    samples = []
+    for _ in range(steps):
+        p0, t0 = time.process_time_ns(), time.thread_time_ns()
+        counting.training_step(task, opt)
+        t1, p1 = time.thread_time_ns(), time.process_time_ns()
+        main = (t1 - t0) / 1e9
+        samples.append(main if threads <= 1 else max(main, (p1 - p0) / 1e9 - main))
+    return sorted(samples)[len(samples) // 2]

@@ -10,6 +10,9 @@ its validation metrics and promotes the ones HARP's rule selected.
 ``estimate`` answers a user's model file on hardware options: the trained estimators
 where the bundle's domain covers the hardware (this machine's CPU model and thread
 counts), the analytic op-graph model elsewhere (``analytic-opgraph``, wide intervals).
+Where the per-operator CPU model (``opcost``, ``load_opcost``) covers the hardware too
+and was the better of the two on the held-out model files (its file records that
+comparison), it answers the time per iteration and the bundle the memory.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from tools.estimators.dnn.dataset import (
     load_examples,
 )
 from tools.estimators.dnn.features import FeatureInput
+from tools.estimators.dnn.opcost import OpCostModel, default_model_dir
 from tools.estimators.dnn.usermodel import UserModel
 from tools.planning.analytic import STARTUP_LOW_S, STARTUP_POINT_S, STARTUP_S
 from tools.profiling.analytic import (
@@ -57,6 +61,7 @@ __all__ = [
     "gpu_roofline_record",
     "hardware_options",
     "load_bundle",
+    "load_opcost",
     "register",
     "smoke_step",
     "train_to",
@@ -111,6 +116,15 @@ def load_bundle(
     bundle = train_bundle(examples, store)
     bundle.save(folder)
     return bundle, folder
+
+
+def load_opcost(folder: Path | None = None) -> OpCostModel | None:
+    """The per-operator CPU model (``RIGHTSIZE_CPU_OPCOST``, else the shipped one), or None."""
+    override = os.environ.get("RIGHTSIZE_CPU_OPCOST")
+    where = folder or (Path(override).expanduser() if override else default_model_dir())
+    if not (where / "opcost.json").exists() or not (where / "opcost.ubj").exists():
+        return None
+    return OpCostModel.load(where)
 
 
 def train_to(
@@ -344,6 +358,9 @@ class OptionEstimate(BaseModel):
     estimator: str
     iterations: int
     note: str = ""
+    validation_mape: float | None = Field(
+        default=None, description="The time estimator's validation MAPE (fraction), if known"
+    )
 
 
 def smoke_step(
@@ -393,6 +410,7 @@ def estimate(
     options: Sequence[HardwareOption],
     bundle: EstimatorBundle | None,
     bundle_ids: dict[str, str] | None = None,
+    opcost: OpCostModel | None = None,
 ) -> list[OptionEstimate]:
     """Estimates for every (option, batch size) from each batch size's op graph.
 
@@ -424,6 +442,15 @@ def estimate(
                 iteration = Quantiles(p10=time_q[0], p50=time_q[1], p90=time_q[2])
                 memory = Quantiles(p10=memory_q[0], p50=memory_q[1], p90=memory_q[2])
                 note = "trained on this machine kind"
+                time_scores = bundle.meta.validation.get("iteration_s", {}).get(
+                    chosen["iteration_s"]
+                )
+                validation_mape = time_scores.mape / 100 if time_scores else None
+                per_op = _opcost_answer(opcost, option, data, optimizer)
+                if per_op is not None:
+                    iteration, validation_mape, note = per_op
+                    memory_id = ids.get("peak_memory_mb", f"dnn-{chosen['peak_memory_mb']}")
+                    estimator = f"{opcost.estimator_id if opcost else ''}, {memory_id}"
             else:
                 time_s = analytic_time_s(summary, option.spec, optimizer)
                 memory_mb = analytic_memory_mb(summary, optimizer)
@@ -432,6 +459,7 @@ def estimate(
                 memory = _spread(memory_mb + (CUDA_CONTEXT_MB if gpu else 0.0), _MEMORY_SPREAD)
                 estimator = ANALYTIC_OPGRAPH_ID
                 note = "analytic op-graph model (untrained for this hardware): wide interval"
+                validation_mape = None
             walltime = Quantiles(
                 p10=iterations * iteration.p10 + STARTUP_LOW_S,
                 p50=iterations * iteration.p50 + STARTUP_POINT_S,
@@ -450,9 +478,40 @@ def estimate(
                     estimator=estimator,
                     iterations=iterations,
                     note=note,
+                    validation_mape=validation_mape,
                 )
             )
     return out
+
+
+def _opcost_answer(
+    opcost: OpCostModel | None, option: HardwareOption, data: GraphData, optimizer: str
+) -> tuple[Quantiles, float, str] | None:
+    """The per-operator model's time, its held-out MAPE and a note; None where it should
+    not answer (absent, other CPU or threads, or not better than the bundle held out)."""
+    if opcost is None or option.spec.kind != "cpu":
+        return None
+    heldout = opcost.meta.get("heldout") or {}
+    cpu_model = (opcost.meta.get("provenance") or {}).get("cpu_model")
+    if not heldout.get("better_than_bundle") or option.cpu_model != cpu_model:
+        return None
+    if option.spec.threads not in opcost.threads:
+        return None
+    p10, p50, p90 = opcost.predict_s(
+        data.x.astype(float),
+        None,
+        threads=option.spec.threads,
+        optimizer=optimizer,
+        parameters=int(data.summary.get("parameters", 0.0)),
+    )
+    scores = heldout["opcost"]
+    zoo = opcost.meta.get("validation", {}).get("all", {})
+    note = (
+        f"time: per-operator CPU model (held-out model files: MAPE {scores['mape']:.1%}, "
+        f"p10-p90 coverage {scores['coverage_p10_p90']:.2f}; zoo, one family group left "
+        f"out: MAPE {zoo.get('mape', float('nan')):.1%}); memory: trained on this machine kind"
+    )
+    return Quantiles(p10=p10, p50=p50, p90=p90), float(scores["mape"]), note
 
 
 def _covered(bundle: EstimatorBundle, option: HardwareOption) -> bool:

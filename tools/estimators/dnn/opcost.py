@@ -1,0 +1,395 @@
+"""Per-operator CPU cost model: a training step's time as the sum of its operators' times.
+
+Trained on the per-operator timings of ``tools.profiling.opsweep`` (this machine's
+CPU; every working operator of zoo steps and of probe networks, timed one at a time at
+1 and 2 threads) so that a model of a family the zoo lacks is estimated from operators
+that were timed, not from whole steps of other families.
+
+Two levels, both explicit:
+
+1. **Operator.** XGBoost regression of log(seconds) of one operator on what the op
+   graph says of it (``dataset.NODE_FEATURES``: category, forward/backward, log FLOPs,
+   log bytes in, out and of parameters) and the thread count; weighted by how often
+   the operator occurs in its step.
+2. **Step.** ``step_s = a_t x sum(compute operators) + o_t x sum(other operators) +
+   b_t x operators + c_t x update_s`` per thread count ``t`` (compute: convolutions,
+   matrix multiplies, attention, RNN kernels): ``a`` and ``o`` carry what isolated
+   timings miss (caches warm in a loop of one operator, cold in a step; the timings'
+   machine state against the steps'), apart for compute-bound and memory- or
+   dispatch-bound operators, which differ in both; ``b`` the per-operator cost of the
+   eager step (Python modules, autograd's engine, the threads' fork/join), ``update_s``
+   the optimizer's ``step()`` (a line in the parameter count fitted on the ``update``
+   timings, per optimizer and threads). ``a, b, c >= 0``, fitted by non-negative least
+   squares of the relative error on the zoo's measured steps (``cpu_sweep.jsonl``).
+
+Validation and intervals, at the whole-step level, leaving one zoo family group out
+at a time (families built from the same blocks together, as the bundle's new-family
+folds): the operator model is refitted without the group's operators (probe networks
+always stay in), the step coefficients without its steps, and the group's steps
+predicted. p10/p90 are the p50 times the 10th/90th percentiles of those held-out
+ratios (measured / estimated); MAPE, under-prediction rate and coverage of the
+held-out predictions are kept in the model file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xgboost as xgb
+from numpy.typing import NDArray
+from scipy.optimize import nnls
+
+from tools.estimators.dnn.dataset import NODE_FEATURES
+from tools.profiling.opgraph import CATEGORIES
+
+__all__ = [
+    "FAMILY_GROUPS",
+    "OPCOST_ID_PREFIX",
+    "OpCostModel",
+    "StepItem",
+    "default_model_dir",
+    "fit_opcost",
+    "node_rows",
+    "step_items",
+]
+
+COMPUTE_CATEGORIES = frozenset({"conv", "matmul", "attention", "rnn"})
+_COMPUTE_COLUMNS = [CATEGORIES.index(c) for c in sorted(COMPUTE_CATEGORIES)]
+
+OPCOST_ID_PREFIX = "cpu-opcost"
+_LOG_SCALE = 20.0  # as dataset.graph_data scales log1p of FLOPs and bytes
+FAMILY_GROUPS: tuple[tuple[str, ...], ...] = (
+    ("resnet", "resnet_bottleneck"),
+    ("transformer", "vit"),
+    ("vgg",),
+    ("mobilenet_v2",),
+    ("lstm",),
+    ("mlp",),
+    ("dlrm",),
+)
+OP_PARAMS: dict[str, Any] = {
+    "objective": "reg:squarederror",
+    "tree_method": "hist",
+    "learning_rate": 0.08,
+    "max_depth": 6,
+    "min_child_weight": 2.0,
+    "subsample": 0.9,
+    "colsample_bytree": 0.9,
+    "nthread": 2,
+    "seed": 0,
+}
+OP_ROUNDS = 200
+
+
+def default_model_dir() -> Path:
+    return Path(__file__).resolve().parents[3] / "data" / "cpu_opcost"
+
+
+def _feature_row(
+    category: str, backward: bool, flops: float, inp: float, out: float, par: float
+) -> list[float]:
+    row = [0.0] * len(NODE_FEATURES)
+    row[CATEGORIES.index(category) if category in CATEGORIES else CATEGORIES.index("other")] = 1.0
+    offset = len(CATEGORIES)
+    row[offset] = 1.0 if backward else 0.0
+    for i, value in enumerate((flops, inp, out, par)):
+        row[offset + 1 + i] = math.log1p(value) / _LOG_SCALE
+    return row
+
+
+def node_rows(ops: Sequence[Sequence[Any]]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Features (``NODE_FEATURES`` order) and counts of stored operator rows
+    (``opsweep.OP_FIELDS``)."""
+    x = np.array([_feature_row(o[1], bool(o[2]), o[3], o[4], o[5], o[6]) for o in ops])
+    counts = np.array([float(o[7]) for o in ops])
+    return x.reshape(-1, len(NODE_FEATURES)), counts
+
+
+def _with_threads(x: NDArray[np.float64], threads: int) -> NDArray[np.float64]:
+    return np.hstack([x, np.full((x.shape[0], 1), float(threads))])
+
+
+@dataclass(frozen=True, slots=True)
+class StepItem:
+    """One measured zoo step: its operators (features, counts) and what it took."""
+
+    family: str
+    threads: int
+    optimizer: str
+    parameters: int
+    x: NDArray[np.float64]
+    counts: NDArray[np.float64]
+    measured_s: float
+    opsum_measured_s: float  # the sum of the operators' own timings (a diagnostic)
+
+
+def step_items(
+    items: Sequence[Mapping[str, Any]], truth: Mapping[str, float] | None = None
+) -> list[StepItem]:
+    """The zoo items as steps; ``truth`` (item id -> seconds) replaces their measured time."""
+    out = []
+    for item in items:
+        if item.get("kind") != "zoo" or (truth is not None and item["id"] not in truth):
+            continue
+        x, counts = node_rows(item["ops"])
+        out.append(
+            StepItem(
+                family=item["family"],
+                threads=int(item["threads"]),
+                optimizer=item["optimizer"],
+                parameters=int(item["parameters"]),
+                x=x,
+                counts=counts,
+                measured_s=float(
+                    truth[item["id"]] if truth is not None else item["measured_step_s"]
+                ),
+                opsum_measured_s=float(sum(o[7] * o[8] for o in item["ops"])),
+            )
+        )
+    return out
+
+
+def _op_training(
+    items: Sequence[Mapping[str, Any]], exclude: set[str]
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    xs, ys, ws = [], [], []
+    for item in items:
+        if item.get("kind") not in {"zoo", "probe"} or item.get("family") in exclude:
+            continue
+        x, counts = node_rows(item["ops"])
+        times = np.array([max(float(o[8]), 1e-7) for o in item["ops"]])
+        xs.append(_with_threads(x, int(item["threads"])))
+        ys.append(np.log(times))
+        ws.append(counts)
+    return np.vstack(xs), np.concatenate(ys), np.concatenate(ws)
+
+
+def _fit_ops(
+    items: Sequence[Mapping[str, Any]], exclude: set[str], rounds: int = OP_ROUNDS
+) -> xgb.Booster:
+    x, y, w = _op_training(items, exclude)
+    data = xgb.DMatrix(x, label=y, weight=w)
+    return xgb.train(OP_PARAMS, data, num_boost_round=rounds)
+
+
+def _fit_updates(items: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
+    """Per ``optimizer-tthreads``: [seconds, seconds per parameter] (least squares, >= 0)."""
+    out: dict[str, list[float]] = {}
+    for optimizer in ("sgd", "adam"):
+        for threads in (1, 2):
+            rows = [
+                i
+                for i in items
+                if i.get("kind") == "update"
+                and i["optimizer"] == optimizer
+                and int(i["threads"]) == threads
+            ]
+            if not rows:
+                continue
+            a = np.array([[1.0, float(r["parameters"])] for r in rows])
+            y = np.array([float(r["critical_s"]) for r in rows])
+            # relative least squares: each update counts the same whatever its size
+            coef, _ = nnls(a / y[:, None], np.ones_like(y))
+            out[f"{optimizer}-t{threads}"] = [float(c) for c in coef]
+    return out
+
+
+def _update_s(
+    updates: Mapping[str, list[float]], optimizer: str, threads: int, params: int
+) -> float:
+    name = "adam" if optimizer in {"adam", "adamw"} else "sgd"
+    coef = updates.get(f"{name}-t{threads}") or updates.get(f"{name}-t1") or [0.0, 0.0]
+    return coef[0] + coef[1] * params
+
+
+def _opsum(
+    booster: xgb.Booster, x: NDArray[np.float64], counts: NDArray[np.float64], threads: int
+) -> tuple[float, float]:
+    """Estimated seconds of the compute operators and of the others."""
+    pred = booster.inplace_predict(_with_threads(x, threads).astype(np.float32))
+    seconds = counts * np.exp(np.asarray(pred, dtype=np.float64))
+    compute = x[:, _COMPUTE_COLUMNS].sum(axis=1) > 0
+    return float(np.sum(seconds[compute])), float(np.sum(seconds[~compute]))
+
+
+Row = tuple[float, float, float, float, float]  # compute, other, operators, update, measured
+
+
+def _fit_step(rows: Sequence[Row]) -> list[float]:
+    """[a, o, b, c] of step = a x compute + o x other + b x operators + c x update
+    (non-negative least squares of the relative error)."""
+    a = np.array([[cs / y, os_ / y, n / y, u / y] for cs, os_, n, u, y in rows])
+    coef, _ = nnls(a, np.ones(len(rows)))
+    return [float(c) for c in coef]
+
+
+def _apply(coef: Sequence[float], compute: float, other: float, ops: float, update: float) -> float:
+    a, o, b, c = coef
+    return a * compute + o * other + b * ops + c * update
+
+
+@dataclass(slots=True)
+class OpCostModel:
+    """The operator booster, step coefficients, update lines, calibration, validation."""
+
+    booster: xgb.Booster
+    step: dict[str, list[float]]  # "t1" / "t2" -> [a, o, b, c]
+    updates: dict[str, list[float]]
+    log_q10: float
+    log_q90: float
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def estimator_id(self) -> str:
+        return str(self.meta.get("id", OPCOST_ID_PREFIX))
+
+    @property
+    def threads(self) -> list[int]:
+        return sorted(int(k[1:]) for k in self.step)
+
+    def predict_s(
+        self,
+        x: NDArray[np.float64],
+        counts: NDArray[np.float64] | None,
+        *,
+        threads: int,
+        optimizer: str,
+        parameters: int,
+    ) -> tuple[float, float, float]:
+        """p10, p50, p90 of the step time of a graph given as node feature rows."""
+        if f"t{threads}" not in self.step:
+            raise ValueError(f"threads={threads} outside the model's {self.threads}")
+        weights = np.ones(x.shape[0]) if counts is None else counts
+        compute, other = _opsum(self.booster, x, weights, threads)
+        update = _update_s(self.updates, optimizer, threads, parameters)
+        p50 = _apply(self.step[f"t{threads}"], compute, other, float(np.sum(weights)), update)
+        return p50 * math.exp(self.log_q10), p50, p50 * math.exp(self.log_q90)
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.booster.save_model(str(folder / "opcost.ubj"))
+        digest = hashlib.sha1((folder / "opcost.ubj").read_bytes()).hexdigest()[:10]
+        self.meta["id"] = f"{OPCOST_ID_PREFIX}-{digest}"
+        body = {
+            "step": self.step,
+            "updates": self.updates,
+            "log_q10": self.log_q10,
+            "log_q90": self.log_q90,
+            "meta": self.meta,
+        }
+        (folder / "opcost.json").write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+
+    @classmethod
+    def load(cls, folder: Path) -> OpCostModel:
+        body = json.loads((folder / "opcost.json").read_text())
+        booster = xgb.Booster()
+        booster.load_model(str(folder / "opcost.ubj"))
+        booster.set_param({"nthread": 1})
+        return cls(
+            booster,
+            {k: list(v) for k, v in body["step"].items()},
+            {k: list(v) for k, v in body["updates"].items()},
+            float(body["log_q10"]),
+            float(body["log_q90"]),
+            dict(body["meta"]),
+        )
+
+
+def _scores(pairs: Sequence[tuple[float, float, float, float]]) -> dict[str, float]:
+    """MAPE (fraction), under-prediction rate, p10-p90 coverage of (p10, p50, p90, y)."""
+    if not pairs:
+        return {}
+    ape = [abs(p50 - y) / y for _, p50, _, y in pairs]
+    return {
+        "mape": float(np.mean(ape)),
+        "max_ape": float(np.max(ape)),
+        "under_rate": float(np.mean([p50 < y for _, p50, _, y in pairs])),
+        "coverage_p10_p90": float(np.mean([lo <= y <= hi for lo, _, hi, y in pairs])),
+        "rows": float(len(pairs)),
+    }
+
+
+def fit_opcost(
+    items: Sequence[Mapping[str, Any]],
+    *,
+    provenance: Mapping[str, Any] | None = None,
+    groups: Sequence[Sequence[str]] = FAMILY_GROUPS,
+    rounds: int = OP_ROUNDS,
+    truth: Mapping[str, float] | None = None,
+) -> OpCostModel:
+    """Fit the model on an ``opsweep`` file's items, validated by leaving groups out.
+
+    The steps' times are the profiler's (``measured_step_s``) unless ``truth`` gives
+    others (item id -> seconds, e.g. ``opsweep --steps``).
+    """
+    steps = step_items(items, truth)
+    updates = _fit_updates(items)
+    present = [tuple(g) for g in groups if any(s.family in g for s in steps)]
+    # 1. out-of-group operator sums: each group's steps from a booster that never saw it
+    opsums: list[tuple[float, float]] = [(0.0, 0.0)] * len(steps)
+    for group in present:
+        booster = _fit_ops(items, set(group), rounds)
+        for i, s in enumerate(steps):
+            if s.family in group:
+                opsums[i] = _opsum(booster, s.x, s.counts, s.threads)
+
+    def rows(selected: Sequence[int]) -> list[Row]:
+        return [
+            (
+                *opsums[i],
+                float(np.sum(steps[i].counts)),
+                _update_s(updates, steps[i].optimizer, steps[i].threads, steps[i].parameters),
+                steps[i].measured_s,
+            )
+            for i in selected
+        ]
+
+    thread_counts = sorted({s.threads for s in steps})
+    # 2. each group's steps with step coefficients fitted without it
+    held: list[tuple[int, float]] = []  # (index, p50)
+    for group in present:
+        for t in thread_counts:
+            train = [i for i, s in enumerate(steps) if s.threads == t and s.family not in group]
+            test = [i for i, s in enumerate(steps) if s.threads == t and s.family in group]
+            if not train or not test:
+                continue
+            coef = _fit_step(rows(train))
+            for i, (cs, os_, n, u, _) in zip(test, rows(test), strict=True):
+                held.append((i, _apply(coef, cs, os_, n, u)))
+    ratios = np.log([steps[i].measured_s / p50 for i, p50 in held])
+    q10, q90 = float(np.quantile(ratios, 0.1)), float(np.quantile(ratios, 0.9))
+    pairs = [
+        (p50 * math.exp(q10), p50, p50 * math.exp(q90), steps[i].measured_s) for i, p50 in held
+    ]
+    validation: dict[str, Any] = {"all": _scores(pairs)}
+    for t in thread_counts:
+        validation[f"t{t}"] = _scores(
+            [p for p, (i, _) in zip(pairs, held, strict=True) if steps[i].threads == t]
+        )
+    for group in present:
+        validation["+".join(group)] = _scores(
+            [p for p, (i, _) in zip(pairs, held, strict=True) if steps[i].family in group]
+        )
+    step = {
+        f"t{t}": _fit_step(rows([i for i, s in enumerate(steps) if s.threads == t]))
+        for t in thread_counts
+    }
+    booster = _fit_ops(items, set(), rounds)
+    x, _, _ = _op_training(items, set())
+    meta: dict[str, Any] = {
+        "validation_method": "leave one zoo family group out (operators and step coefficients)",
+        "groups": ["+".join(g) for g in present],
+        "validation": validation,
+        "step_rows": len(steps),
+        "operator_rows": int(x.shape[0]),
+        "features": [*NODE_FEATURES, "threads"],
+        "provenance": dict(provenance or {}),
+    }
+    return OpCostModel(booster, step, updates, q10, q90, meta)
