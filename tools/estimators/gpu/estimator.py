@@ -1,7 +1,13 @@
 """Training-step time on a GPU from its specs: the sum of per-operator predictions.
 
-    forward_backward_s = sum over the step's kernels of OpCost(kernel, GPU specs)
+    forward_backward_s = exp(level(GPU specs)) x sum over the step's kernels of
+                         roofline(kernel, specs) x exp(shape_class(kernel, specs))
     step_s = forward_backward_s + optimizer update + gradient all-reduce (several GPUs)
+
+The shape terms are fitted on NeuSight's isolated kernels (``opcost``), the level on its
+whole-model runs (``level``: isolated kernels run slower than inside a model on some
+boards). A model file without a level (older files) prices kernels with the kernel
+data's per-class levels instead.
 
 The optimizer update is element-wise over the parameters (SGD with momentum moves 5
 floats a parameter, Adam 7), priced by the element-wise model. The all-reduce of a ring
@@ -24,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.gpu.features import OP_CLASSES
+from tools.estimators.gpu.level import GpuLevel
 from tools.estimators.gpu.opcost import ClassModel, spec_columns
 from tools.estimators.gpu.ops import GpuKernels
 from tools.estimators.gpu.specs import GpuSpec
@@ -33,6 +40,7 @@ __all__ = [
     "GpuStepEstimate",
     "GpuStepModel",
     "Quantiles",
+    "StepMeasurement",
     "load_step_model",
 ]
 
@@ -64,6 +72,17 @@ class GpuStepEstimate(BaseModel):
     validation_mape: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class StepMeasurement:
+    """One measured training step (optimizer included) of traced kernels on a GPU."""
+
+    kernels: GpuKernels
+    spec: GpuSpec
+    parameters: int
+    optimizer: str
+    step_s: float
+
+
 @dataclass(slots=True)
 class GpuStepModel:
     """The fitted per-class models, the interval calibration, and their provenance."""
@@ -73,6 +92,8 @@ class GpuStepModel:
         default_factory=lambda: {"p10": -0.3, "p50": 0.0, "p90": 0.3}
     )
     meta: dict[str, Any] = field(default_factory=dict)
+    # The whole-model level (fitted on end-to-end runs); None: the kernel data's levels.
+    level: GpuLevel | None = None
 
     @property
     def estimator_id(self) -> str:
@@ -86,7 +107,11 @@ class GpuStepModel:
                 out[op_class] = factor
                 continue
             dims = kernels.columns(op_class)
-            times = self.classes[op_class].predict_ms(dims, spec_columns(spec, len(factor)))
+            columns = spec_columns(spec, len(factor))
+            if self.level is None:
+                times = self.classes[op_class].predict_ms(dims, columns)
+            else:
+                times = self.classes[op_class].shape_ms(dims, columns) * math.exp(self.level(spec))
             out[op_class] = times * factor
         return out
 
@@ -150,12 +175,41 @@ class GpuStepModel:
             validation_mape=float(mape) if mape is not None else None,
         )
 
+    def recalibrated(self, measured: list[StepMeasurement]) -> GpuStepModel:
+        """The same shape models, the level line refitted on measured steps (a center's
+        own GPUs); the interval calibration and provenance are kept."""
+        from tools.estimators.gpu.level import fit_level
+
+        if not measured:
+            raise InvalidInputError("needs at least one measured step", field="measured")
+        shape_only = GpuStepModel(self.classes, level=GpuLevel(0.0, 0.0, 0.0, 0.0))
+        residuals: dict[str, list[float]] = {}
+        specs: dict[str, GpuSpec] = {}
+        for point in measured:
+            if not point.step_s > 0:
+                raise InvalidInputError("must be positive", field="step_s", value=point.step_s)
+            predicted = shape_only.estimate(
+                point.kernels, point.spec, parameters=point.parameters, optimizer=point.optimizer
+            ).step_s.p50
+            residuals.setdefault(point.spec.name, []).append(math.log(point.step_s / predicted))
+            specs[point.spec.name] = point.spec
+        levels = {name: float(np.mean(values)) for name, values in residuals.items()}
+        return GpuStepModel(
+            self.classes,
+            dict(self.log_residual_quantiles),
+            dict(self.meta),
+            fit_level(levels, specs),
+        )
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "meta": self.meta,
             "log_residual_quantiles": self.log_residual_quantiles,
             "classes": {c: m.to_json() for c, m in self.classes.items()},
         }
+        if self.level is not None:
+            document["level"] = self.level.to_json()
+        return document
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -169,6 +223,7 @@ class GpuStepModel:
             {c: ClassModel.from_json(m) for c, m in document["classes"].items()},
             {k: float(v) for k, v in document["log_residual_quantiles"].items()},
             dict(document.get("meta", {})),
+            GpuLevel.from_json(document["level"]) if "level" in document else None,
         )
 
 
