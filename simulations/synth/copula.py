@@ -34,6 +34,7 @@ from simulations.synth.columns import COLUMN_KINDS, MODEL_COLUMNS, TRANSFORMS, T
 from simulations.synth.columns import transform_forward as _forward
 from simulations.synth.columns import transform_inverse as _inverse
 from simulations.synth.generator import SynthMetadata, training_data
+from simulations.synth.model_state import state_errors
 
 __all__ = ["CopulaModel", "Marginal"]
 
@@ -183,19 +184,10 @@ class CopulaModel:
                 else:
                     tables.append(_empirical_quantiles(rows[:, k], max_quantiles))
             quantiles.append(tables)
-        metadata = SynthMetadata(
+        metadata = SynthMetadata.of_training(
+            trace,
+            data,
             kind="copula",
-            trace=trace.name,
-            machine_procs=trace.machine_procs,
-            max_nodes=trace.header.max_nodes,
-            computer=trace.header.system_name,
-            unix_start_time_s=trace.header.unix_start_time_s,
-            time_zone_string=trace.header.time_zone_string,
-            first_submit_s=trace.table.start_s,
-            training_jobs=len(trace.table),
-            offered_load=data.offered_load,
-            statuses=data.statuses,
-            classes=data.scheme,
             seed=seed,
             fit_seconds=time.perf_counter() - began,
             options={
@@ -228,11 +220,7 @@ class CopulaModel:
 
     @classmethod
     def from_state(cls, metadata: SynthMetadata, state: dict[str, Any]) -> CopulaModel:
-        try:
+        with state_errors("copula"):
             correlations = [c.double().numpy() for c in state["correlations"]]
             quantiles = [[t.double().numpy() for t in ts] for ts in state["quantiles"]]
-        except (KeyError, TypeError, AttributeError) as error:
-            raise InvalidInputError(
-                f"the copula state is incomplete or malformed ({error!r})", field="state"
-            ) from error
         return cls(metadata, correlations, quantiles)

@@ -34,6 +34,7 @@ from simulations.synth.columns import (
     table_from_model_matrix,
 )
 from simulations.synth.constraints import enforce
+from simulations.synth.temporal import sessions
 from tools.traces.swf import SWFHeader, SWFJob, write_swf
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "generate",
     "match_offered_load",
     "offered_load",
+    "peak_week_load",
     "swf_jobs",
     "thin_to_load",
     "training_data",
@@ -82,6 +84,36 @@ class SynthMetadata(BaseModel):
     fit_seconds: float = Field(ge=0)
     options: dict[str, float | int | str | bool] = Field(default_factory=dict)
 
+    @classmethod
+    def of_training(
+        cls,
+        trace: Trace,
+        data: TrainingData,
+        *,
+        kind: ModelKind,
+        seed: int,
+        options: dict[str, float | int | str | bool],
+        fit_seconds: float = 0.0,
+    ) -> SynthMetadata:
+        """What every generator records of the trace it was fitted on."""
+        return cls(
+            kind=kind,
+            trace=trace.name,
+            machine_procs=trace.machine_procs,
+            max_nodes=trace.header.max_nodes,
+            computer=trace.header.system_name,
+            unix_start_time_s=trace.header.unix_start_time_s,
+            time_zone_string=trace.header.time_zone_string,
+            first_submit_s=trace.table.start_s,
+            training_jobs=len(trace.table),
+            offered_load=data.offered_load,
+            statuses=data.statuses,
+            classes=data.scheme,
+            seed=seed,
+            fit_seconds=fit_seconds,
+            options=options,
+        )
+
 
 class TraceModel(Protocol):
     """A fitted generator: rows of MODEL_COLUMNS for given class labels."""
@@ -100,7 +132,7 @@ class SequenceTraceModel(Protocol):
     metadata: SynthMetadata
 
     def sample_sequence(
-        self, n_jobs: int, rng: np.random.Generator
+        self, n_jobs: int, rng: np.random.Generator, *, load: float | None = None
     ) -> tuple[np.ndarray, np.ndarray]: ...
 
 
@@ -122,6 +154,19 @@ def offered_load(table: JobTable, machine_procs: int) -> float:
     ran = np.minimum(table.run_s, table.requested_time_s).astype(np.float64)
     span = float(np.asarray(table.interarrival_s, dtype=np.float64)[1:].sum())
     return float((ran * table.procs).sum() / max(span, 1.0) / machine_procs)
+
+
+_WEEK_S = 7 * 86_400
+
+
+def peak_week_load(table: JobTable, machine_procs: int) -> float:
+    """The busiest calendar week's offered load (weeks from t=0; a trace shorter than a
+    week counts as one)."""
+    if len(table) == 0:
+        return 0.0
+    week = (table.submit_s // _WEEK_S).astype(np.int64)
+    work = np.minimum(table.run_s, table.requested_time_s).astype(np.float64) * table.procs
+    return float(np.bincount(week, weights=work).max() / (_WEEK_S * machine_procs))
 
 
 def training_data(trace: Trace, *, min_class_jobs: int) -> TrainingData:
@@ -166,27 +211,26 @@ class Sample:
     kept_share: float = 1.0  # share of a sequence model's jobs kept by thinning to the load
 
 
-_SEQUENCE_MARGIN = 1.25  # extra jobs a sequence model draws so that thinning leaves enough
+_SEQUENCE_DENSITY = 1.25  # a sequence model draws this much more load, for thinning to take
+_SEQUENCE_MARGIN = 1.3  # and this many more jobs, so that thinning leaves enough
 _CAP = 1.1  # no trailing week offers more than this times the training trace's load
-_CAP_WINDOW_S = 7 * 86_400
+_CAP_WINDOW_S = _WEEK_S
 
 
-def _admit_under_cap(table: JobTable, cap_load: float, machine_procs: int) -> np.ndarray:
-    """Which jobs to keep so that no trailing ``_CAP_WINDOW_S`` offers over ``cap_load``."""
-    submit = table.submit_s
+def _thin_weeks_under_cap(
+    table: JobTable, cap_load: float, machine_procs: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Which jobs to keep so that no calendar week (from t=0) offers more than
+    ``cap_load``: in a week over it, sessions are dropped at random, whatever their size,
+    down to the cap on average. (Admitting jobs one by one while a trailing week has room
+    kept small jobs and dropped big ones wherever a trace ran at the cap.)"""
+    week = (table.submit_s // _CAP_WINDOW_S).astype(np.int64)
     work = np.minimum(table.run_s, table.requested_time_s).astype(np.float64) * table.procs
-    cap = cap_load * machine_procs * _CAP_WINDOW_S
-    keep = np.zeros(len(table), dtype=bool)
-    window, oldest = 0.0, 0
-    kept: list[int] = []
-    for i in range(len(table)):
-        while oldest < len(kept) and submit[kept[oldest]] <= submit[i] - _CAP_WINDOW_S:
-            window -= work[kept[oldest]]
-            oldest += 1
-        if i == 0 or window + work[i] <= cap:
-            keep[i] = True
-            kept.append(i)
-            window += work[i]
+    load = np.bincount(week, weights=work) / (_CAP_WINDOW_S * machine_procs)
+    share = np.minimum(1.0, cap_load / np.maximum(load, 1e-12))
+    unit = _thinning_units(table)
+    keep: np.ndarray = rng.random(int(unit.max()) + 1)[unit] < share[week]
+    keep[0] = True
     return keep
 
 
@@ -197,6 +241,23 @@ def _keep_rows(table: JobTable, keep: np.ndarray) -> JobTable:
     return kept
 
 
+_UNIT_JOBS = 16  # a session longer than this is thinned in runs of this many jobs
+
+
+def _thinning_units(table: JobTable) -> np.ndarray:
+    """A unit number per job: its user's session, cut in runs of ``_UNIT_JOBS`` jobs (a
+    trace without user ids is one user, and its bursts may be long)."""
+    session = sessions(table)
+    order = np.argsort(session, kind="stable")
+    sorted_sessions = session[order]
+    first = np.searchsorted(sorted_sessions, sorted_sessions, side="left")
+    rank = np.empty(session.size, dtype=np.int64)
+    rank[order] = np.arange(session.size) - first
+    units = np.stack([session, rank // _UNIT_JOBS], axis=1)
+    out: np.ndarray = np.unique(units, axis=0, return_inverse=True)[1].reshape(-1)
+    return out
+
+
 def thin_to_load(
     table: JobTable,
     *,
@@ -204,29 +265,36 @@ def thin_to_load(
     machine_procs: int,
     n_jobs: int,
     rng: np.random.Generator,
+    cap_load: float | None = None,
 ) -> tuple[JobTable, float]:
     """The first ``n_jobs`` of ``table`` after dropping jobs so that they offer
     ``target_load``; returns them and the share of jobs kept.
 
     For a sequence model, whose gaps carry the time of day: dropping jobs keeps every
     survivor's submit time, where rescaling gaps would slide the daily cycle. Two steps:
-    a job that would push the load of the trailing week over ``_CAP`` times the target
-    is dropped (the model, not knowing the queue, drifts into overloaded weeks that real
-    users, who see the queue, do not make), then jobs are dropped at random down to the
-    target.
+    users' sessions (:func:`~simulations.synth.temporal.sessions`, in runs of at most
+    ``_UNIT_JOBS``) are dropped whole, at random, down to the target (dropping single
+    jobs would cut every session short); then, in any calendar week still offering
+    more than ``cap_load`` (default ``_CAP`` times the target), more sessions are
+    dropped at random down to it (the model, not knowing the queue, can drift into
+    overloaded weeks that real users, who see the queue, do not make). Both steps drop
+    jobs whatever their size: the cap used to admit jobs one by one while the trailing
+    week had room, which dropped big jobs rather than small ones wherever a trace ran at
+    the cap.
     """
-    keep = _admit_under_cap(table, _CAP * target_load, machine_procs)
-    capped = _keep_rows(table, keep)
-    head = capped.take(slice(0, n_jobs))
+    cap = _CAP * target_load if cap_load is None else cap_load
+    head = table.take(slice(0, int(np.ceil(n_jobs * _SEQUENCE_MARGIN))))
     load = offered_load(head, machine_procs)
-    if load <= target_load or load <= 0:
-        used = np.flatnonzero(keep)[:n_jobs]
-        return head, float(used.size / (used[-1] + 1))
-    keep_share = target_load / load
-    random_keep = rng.random(len(capped)) < keep_share
-    random_keep[0] = True
-    thinned = _keep_rows(capped, random_keep).take(slice(0, n_jobs))
-    return thinned, float(np.mean(keep) * keep_share)
+    keep = np.ones(len(table), dtype=bool)
+    if load > target_load > 0:
+        unit = _thinning_units(table)
+        keep = (rng.random(int(unit.max()) + 1) < target_load / load)[unit]
+        keep[0] = True
+    thinned = _keep_rows(table, keep)
+    admitted = _thin_weeks_under_cap(thinned, cap, machine_procs, rng)
+    capped = _keep_rows(thinned, admitted).take(slice(0, n_jobs))
+    used = np.flatnonzero(keep)[np.flatnonzero(admitted)[: len(capped)]]
+    return capped, float(used.size / (used[-1] + 1)) if used.size else 0.0
 
 
 def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool = True) -> Sample:
@@ -235,9 +303,10 @@ def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool 
     ``match_load`` makes the jobs offer the machine what the training trace did: rows drawn
     independently get their gaps rescaled by one factor; a sequence model
     (:class:`SequenceTraceModel`), whose gaps carry the time of day, draws
-    ``_SEQUENCE_MARGIN`` times the jobs and drops some at random instead
-    (:func:`thin_to_load`); its gaps are never rescaled (a sequence that offers too
-    little load is left so, and ``load_factor`` stays 1).
+    ``_SEQUENCE_MARGIN`` times the jobs at ``_SEQUENCE_DENSITY`` times the training load
+    (its operational clock sped up or slowed down, the daily cycle kept), then drops whole
+    sessions at random down to the load instead (:func:`thin_to_load`); its real-time
+    gaps are never rescaled, and ``load_factor`` stays 1.
     """
     if n_jobs < 1:
         raise InvalidInputError("ask for at least one job", field="jobs", value=n_jobs)
@@ -246,7 +315,8 @@ def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool 
     sequence = isinstance(model, SequenceTraceModel)
     if isinstance(model, SequenceTraceModel):
         drawn = int(np.ceil(n_jobs * _SEQUENCE_MARGIN)) if match_load else n_jobs
-        rows, users = model.sample_sequence(drawn, rng)
+        load = meta.offered_load * _SEQUENCE_DENSITY if match_load else None
+        rows, users = model.sample_sequence(drawn, rng, load=load)
     else:
         labels, users = meta.classes.sample(n_jobs, rng)
         rows = model.sample_rows(labels, rng)
@@ -257,12 +327,14 @@ def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool 
     )
     factor, kept = 1.0, 1.0
     if match_load and sequence:
+        peak = float(meta.options.get("peak_week_load", 0.0))
         table, kept = thin_to_load(
             table,
             target_load=meta.offered_load,
             machine_procs=meta.machine_procs,
             n_jobs=n_jobs,
             rng=rng,
+            cap_load=max(_CAP * meta.offered_load, peak),
         )
     if match_load and not sequence:
         factor = match_offered_load(

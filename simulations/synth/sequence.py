@@ -4,13 +4,21 @@ The copula and the TVAE draw every job on its own, so a trace's daily and weekly
 its bursts and its users' sessions (one user submitting a run of similar jobs) are lost.
 Here a job is the next step of a sequence, factorized in time order:
 
-1. the **gap** since the previous submission, given the history: the local hour and
-   weekday of the last submission, the last gaps, how many jobs arrived in the last
-   1, 6 and 24 hours and how much processor time they asked for (a proxy for the queue
-   the machine has in front of it), and the previous job's tokens;
-2. the **class** (user x size class, :mod:`simulations.synth.classes`) given that plus
-   the new job's hour and weekday;
-3. **processors**, **request**, **run fraction** and **status**, in that order, each
+1. the **gap** since the previous submission, in operational time
+   (:mod:`simulations.synth.intensity`: the clock stretched by the trace's weekly arrival
+   rate, so the daily and weekly cycle is the fitted rate's, not the network's), given the
+   history: the local hour and weekday of the last submission, where in the trace's span
+   it is, the last gaps, the previous job's tokens and the open sessions (below);
+2. the **session**: continue one of the ``_SLOTS`` most recently active users' sessions
+   (slot 0 the latest), or start a new one, given that plus each slot's time since its
+   user's last job and the length of its current session (a user's jobs less than 20
+   minutes apart, as :mod:`simulations.synth.temporal` counts them). Independent class
+   draws made about twice the real number of sessions, each half as long;
+3. the **class** (user x size class, :mod:`simulations.synth.classes`) given that and
+   the new job's hour and weekday: a continued session draws among that user's classes
+   (seeing the class of its last job), a new one among the classes of users not in the
+   slots; the user is the slot's, or drawn within the class from the others;
+4. **processors**, **request**, **run fraction** and **status**, in that order, each
    given everything above, the tokens already drawn for this job, and the class's own
    history: its previous job's tokens, the time since it and its jobs in the last 24 h.
    A user resubmitting the same job is the request head copying the class's last one.
@@ -27,8 +35,11 @@ runs the same history code as training, one job at a time, with the network's we
 in numpy (a torch call per head costs more than the arithmetic).
 
 Time: the sampled trace starts at the training trace's first submission, in its zone
-(:class:`~simulations.synth.clock.TraceClock`), so times of day line up. Gaps are not
-rescaled afterwards (that would slide the daily cycle): the load comes out of the model.
+(:class:`~simulations.synth.clock.TraceClock`), so times of day line up. Real-time gaps
+are never rescaled (that would slide the daily cycle); asked for a ``load``, sampling
+runs operational time faster or slower, which keeps the cycle, so that
+:func:`~simulations.synth.generator.generate` can draw more load than the target and
+thin it.
 """
 
 from __future__ import annotations
@@ -49,7 +60,10 @@ from knowledge_base.errors import InvalidInputError
 from simulations.synth.clock import TraceClock
 from simulations.synth.columns import COLUMN_KINDS, MODEL_COLUMNS, TRANSFORMS, Trace
 from simulations.synth.columns import transform_forward as _forward
-from simulations.synth.generator import SynthMetadata, training_data
+from simulations.synth.generator import SynthMetadata, peak_week_load, training_data
+from simulations.synth.intensity import WEEK_BINS, OperationalTime, weekly_rates
+from simulations.synth.model_state import state_errors
+from simulations.synth.temporal import SESSION_GAP_S
 from simulations.synth.tvae import one_thread, require_at_least_one
 
 __all__ = ["SequenceModel", "TokenColumn"]
@@ -63,7 +77,9 @@ _QUANTILES = 33  # points of each bin's value table
 _GRID = np.linspace(0, 1, _QUANTILES)
 _LAST_GAPS = 2
 _POSITION_BINS = 32  # where in the trace's span a job is (its busy and quiet months)
-_HEADS = ("gap", "class", "procs", "request", "fraction", "status")
+_SLOTS = 8  # the most recently active users a job may continue the session of
+_SLOT_NUMERIC = 3  # per slot: present, log time since its user's last job, log session jobs
+_HEADS = ("gap", "session", "class", "procs", "request", "fraction", "status")
 
 
 @dataclass
@@ -153,8 +169,49 @@ class TokenColumn:
         )
 
 
-_NUMERIC = _LAST_GAPS + _POSITION_BINS  # history numbers before a job
+_NUMERIC = _LAST_GAPS + _POSITION_BINS + _SLOTS * _SLOT_NUMERIC  # history numbers before a job
 _CLASS_NUMERIC = 3  # has history, log time since, log jobs in 24 h
+_NEW_SESSION = _SLOTS  # the session token that starts a new session
+
+
+class _Users:
+    """Users as indices, and which classes each may be drawn in (the class head's masks).
+
+    ``member[u]``: the classes holding user ``u``'s jobs (a continued session draws among
+    them); ``single[u]``: the classes of ``u`` alone. A new session is a user not in the
+    slots, so it may not draw a class of a slot user alone. Row ``none`` (an empty slot)
+    allows every class and forbids none.
+    """
+
+    def __init__(self, classes: list[Any]) -> None:
+        users = sorted({int(u) for c in classes for u in c.users})
+        self.ids = np.array(users, dtype=np.int64)
+        self.index = {u: k for k, u in enumerate(users)}
+        self.none = len(users)
+        self.member = np.zeros((len(users) + 1, len(classes)), dtype=bool)
+        self.single = np.zeros((len(users) + 1, len(classes)), dtype=bool)
+        for c, job_class in enumerate(classes):
+            for u in job_class.users:
+                self.member[self.index[int(u)], c] = True
+            if len(job_class.users) == 1:
+                self.single[self.index[int(job_class.users[0])], c] = True
+        self.member[self.none] = True
+        self.member_t = torch.from_numpy(self.member)
+        self.single_t = torch.from_numpy(self.single)
+
+    def allowed(self, session: int, slot_users: np.ndarray) -> np.ndarray:
+        if session < _SLOTS:
+            out: np.ndarray = self.member[slot_users[session]]
+        else:
+            out = ~self.single[slot_users].any(axis=0)
+        return out if out.any() else np.ones(self.member.shape[1], dtype=bool)
+
+    def allowed_t(self, session: torch.Tensor, slot_users: torch.Tensor) -> torch.Tensor:
+        continued = session < _SLOTS
+        pick = slot_users.gather(1, session.clamp(max=_SLOTS - 1)[:, None])[:, 0]
+        pick = torch.where(continued, pick, torch.full_like(pick, self.none))
+        new = ~self.single_t[slot_users].any(dim=1)
+        return torch.where(continued[:, None], self.member_t[pick], new)
 
 
 class _History:
@@ -164,15 +221,47 @@ class _History:
     exactly the ones it is given when generating.
     """
 
-    def __init__(self, clock: TraceClock, span_s: float, vocab: dict[str, int]) -> None:
+    def __init__(
+        self,
+        clock: TraceClock,
+        operational: OperationalTime,
+        span_s: float,
+        vocab: dict[str, int],
+        users: _Users,
+    ) -> None:
         self.clock = clock
+        self.operational = operational
         self.span_s = max(span_s, 1.0)
         self.none = vocab  # the "no previous job" token of each head is its vocab size
+        self.no_user = users.none
         self.now_s = 0.0
+        self.now_op = operational.forward(0.0)
         self.gaps: deque[float] = deque([0.0] * _LAST_GAPS, maxlen=_LAST_GAPS)
         self.previous = [vocab[h] for h in ("gap", "class", "procs", "request")]
         self.class_last: dict[int, tuple[float, int, int, int]] = {}
         self.class_times: dict[int, deque[float]] = {}
+        self.recent: list[int] = []  # user indices, the most recently active first
+        self.user_last: dict[int, tuple[float, int, int]] = {}  # time, class, session jobs
+
+    def slots(self, at_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per slot at ``at_s``: numbers; its user (``no_user`` when empty); that user's
+        last class (the class head's "no previous job" token when empty)."""
+        numbers = np.zeros(_SLOTS * _SLOT_NUMERIC, dtype=np.float32)
+        users = np.full(_SLOTS, self.no_user, dtype=np.int64)
+        classes = np.full(_SLOTS, self.none["class"], dtype=np.int64)
+        for k, user in enumerate(self.recent):
+            last_s, label, run = self.user_last[user]
+            since = max(at_s - last_s, 0.0)
+            numbers[k * _SLOT_NUMERIC : (k + 1) * _SLOT_NUMERIC] = (
+                1.0,
+                math.log1p(since) / 12.0,
+                math.log1p(run) / 4.0,
+            )
+            users[k], classes[k] = user, label
+        return numbers, users, classes
+
+    def session_token(self, user: int) -> int:
+        return self.recent.index(user) if user in self.recent else _NEW_SESSION
 
     def context(self) -> tuple[np.ndarray, list[int], int, int]:
         """Numbers, previous tokens, hour and weekday of the last submission."""
@@ -180,6 +269,7 @@ class _History:
         numbers[:_LAST_GAPS] = [math.log1p(g) / 10.0 for g in self.gaps]
         position = min(int(self.now_s / self.span_s * _POSITION_BINS), _POSITION_BINS - 1)
         numbers[_LAST_GAPS + position] = 1.0
+        numbers[_LAST_GAPS + _POSITION_BINS :] = self.slots(self.now_s)[0]
         hour, weekday = self.clock.hour_and_weekday_at(self.now_s)
         return numbers, list(self.previous), hour, weekday
 
@@ -199,9 +289,10 @@ class _History:
         numbers = [1.0, math.log1p(since) / 12.0, math.log1p(len(recent or ())) / 5.0]
         return np.array(numbers, dtype=np.float32), [last[1], last[2], last[3]]
 
-    def push(self, gap_s: float, tokens: dict[str, int]) -> None:
+    def push(self, gap_s: float, operational_gap: float, tokens: dict[str, int], user: int) -> None:
         self.now_s += gap_s
-        self.gaps.append(gap_s)
+        self.now_op = self.operational.forward(self.now_s)
+        self.gaps.append(operational_gap)
         label = tokens["class"]
         self.class_last[label] = (
             self.now_s,
@@ -211,9 +302,17 @@ class _History:
         )
         self.class_times.setdefault(label, deque()).append(self.now_s)
         self.previous = [tokens[h] for h in ("gap", "class", "procs", "request")]
+        last = self.user_last.get(user)
+        run = last[2] + 1 if last is not None and self.now_s - last[0] < SESSION_GAP_S else 1
+        self.user_last[user] = (self.now_s, label, run)
+        if user in self.recent:
+            self.recent.remove(user)
+        self.recent.insert(0, user)
+        del self.recent[_SLOTS:]
 
 
 _EMBED = 12
+_WHEN = 24 + 7  # one-hot local hour and weekday
 
 
 class _Network(nn.Module):
@@ -223,14 +322,15 @@ class _Network(nn.Module):
         super().__init__()
         # +1: the "no previous job" token.
         self.embed = nn.ModuleDict({h: nn.Embedding(vocab[h] + 1, _EMBED) for h in _HEADS})
-        context = _NUMERIC + 4 * _EMBED + 24 + 7
+        context = _NUMERIC + 4 * _EMBED + _WHEN
         self.trunk = nn.Sequential(
             nn.Linear(context, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
         )
         inputs = {
             "gap": hidden,
-            "class": hidden + _EMBED + 24 + 7,
-            "procs": hidden + 2 * _EMBED + _CLASS_NUMERIC + 3 * _EMBED,
+            "session": hidden + _EMBED + _SLOTS * _SLOT_NUMERIC + _WHEN,
+            "class": hidden + _EMBED + _WHEN + 2 * _EMBED,
+            "procs": hidden + 3 * _EMBED + _CLASS_NUMERIC + 3 * _EMBED,
         }
         inputs["request"] = inputs["procs"] + _EMBED
         inputs["fraction"] = inputs["request"] + _EMBED
@@ -254,15 +354,21 @@ class _Batch:
     numbers: torch.Tensor  # (n, _NUMERIC)
     previous: torch.Tensor  # (n, 4) gap, class, procs, request tokens of the previous job
     when: torch.Tensor  # (n, 4) hour, weekday of the last submission; of this job
+    slot_numbers: torch.Tensor  # (n, _SLOTS * _SLOT_NUMERIC) at this job's submission
+    slot_users: torch.Tensor  # (n, _SLOTS) user indices (none: empty)
+    slot_class: torch.Tensor  # (n,) last class of the continued session's user (or none)
     class_numbers: torch.Tensor  # (n, _CLASS_NUMERIC)
     class_previous: torch.Tensor  # (n, 3) procs, request, fraction of the class's last job
-    tokens: torch.Tensor  # (n, 6) this job's tokens, in _HEADS order
+    tokens: torch.Tensor  # (n, 7) this job's tokens, in _HEADS order
 
     def rows(self, index: torch.Tensor | slice) -> _Batch:
         return _Batch(*(getattr(self, f)[index] for f in self.__dataclass_fields__))
 
 
-def _logits(net: _Network, b: _Batch) -> dict[str, torch.Tensor]:
+_MASKED = -1e9
+
+
+def _logits(net: _Network, b: _Batch, users: _Users) -> dict[str, torch.Tensor]:
     e = net.embed
     context = torch.cat(
         [
@@ -279,14 +385,23 @@ def _logits(net: _Network, b: _Batch) -> dict[str, torch.Tensor]:
     h = net.trunk(context)
     out = {"gap": net.heads["gap"](h)}
     gap = e["gap"](b.tokens[:, 0])
+    new_when = torch.cat([_one_hot(b.when[:, 2], 24), _one_hot(b.when[:, 3], 7)], dim=1)
+    # An empty slot cannot be continued.
+    no_slot = b.slot_users == users.none
+    empty = torch.cat([no_slot, torch.zeros_like(no_slot[:, :1])], dim=1)
+    out["session"] = net.heads["session"](
+        torch.cat([h, gap, b.slot_numbers, new_when], dim=1)
+    ).masked_fill(empty, _MASKED)
+    session = e["session"](b.tokens[:, 1])
     out["class"] = net.heads["class"](
-        torch.cat([h, gap, _one_hot(b.when[:, 2], 24), _one_hot(b.when[:, 3], 7)], dim=1)
-    )
+        torch.cat([h, gap, new_when, session, e["class"](b.slot_class)], dim=1)
+    ).masked_fill(~users.allowed_t(b.tokens[:, 1], b.slot_users), _MASKED)
     job = torch.cat(
         [
             h,
             gap,
-            e["class"](b.tokens[:, 1]),
+            session,
+            e["class"](b.tokens[:, 2]),
             b.class_numbers,
             e["procs"](b.class_previous[:, 0]),
             e["request"](b.class_previous[:, 1]),
@@ -294,7 +409,7 @@ def _logits(net: _Network, b: _Batch) -> dict[str, torch.Tensor]:
         ],
         dim=1,
     )
-    for k, head in enumerate(("procs", "request", "fraction", "status"), start=2):
+    for k, head in enumerate(("procs", "request", "fraction", "status"), start=3):
         out[head] = net.heads[head](job)
         job = torch.cat([job, e[head](b.tokens[:, k])], dim=1)
     return out
@@ -376,7 +491,7 @@ class _MarginalFeedback:
 
 
 class SequenceModel:
-    """Token columns, the class scheme (in metadata) and the network."""
+    """Token columns, the class scheme (in metadata), the weekly rates and the network."""
 
     def __init__(
         self,
@@ -384,12 +499,15 @@ class SequenceModel:
         columns: list[TokenColumn],
         network: _Network,
         token_shares: dict[str, np.ndarray],
+        rates: np.ndarray,
     ) -> None:
         self.metadata = metadata
         self.token_shares = token_shares
         self.columns = columns
         self.network = network.eval()
+        self.rates = np.asarray(rates, dtype=np.float64)
         self.vocab = self._vocab(columns, len(metadata.classes.classes))
+        self.users = _Users(metadata.classes.classes)
         self._numpy: _NumpyNet | None = None
 
     @staticmethod
@@ -397,6 +515,7 @@ class SequenceModel:
         by_name = {c.name: c.vocab for c in columns}
         return {
             "gap": by_name["interarrival_s"],
+            "session": _SLOTS + 1,
             "class": classes,
             "procs": by_name["procs"],
             "request": by_name["requested_time_s"],
@@ -417,28 +536,55 @@ class SequenceModel:
             zone_name=meta.time_zone_string,
         )
 
-    def _features(self, tokens: np.ndarray, matrix: np.ndarray) -> _Batch:
-        """Teacher-forcing inputs for every row of a training trace, in one pass."""
-        n = tokens.shape[0]
-        history = _History(self.clock, self.span_s, self.vocab)
+    def _history(self) -> _History:
+        clock = self.clock
+        return _History(
+            clock, OperationalTime(clock, self.rates), self.span_s, self.vocab, self.users
+        )
+
+    def _features(self, matrix: np.ndarray, labels: np.ndarray, user_ids: np.ndarray) -> _Batch:
+        """Teacher-forcing inputs and tokens for every row of a training trace, in one pass.
+
+        ``matrix[:, 0]`` holds operational gaps (already tokenized by the gap column)."""
+        n = matrix.shape[0]
+        history = self._history()
+        by_name = {c.name: c for c in self.columns}
+        tokens = np.column_stack(
+            [
+                by_name["interarrival_s"].encode(matrix[:, 0]),
+                np.zeros(n, dtype=np.int64),  # session: filled below
+                labels.astype(np.int64),
+            ]
+            + [by_name[c].encode(matrix[:, k]) for k, c in enumerate(MODEL_COLUMNS) if k > 0]
+        )
+        users = np.array([self.users.index[int(u)] for u in user_ids], dtype=np.int64)
         numbers = np.zeros((n, _NUMERIC), dtype=np.float32)
         previous = np.zeros((n, 4), dtype=np.int64)
         when = np.zeros((n, 4), dtype=np.int64)
+        slot_numbers = np.zeros((n, _SLOTS * _SLOT_NUMERIC), dtype=np.float32)
+        slot_users = np.zeros((n, _SLOTS), dtype=np.int64)
+        slot_class = np.zeros(n, dtype=np.int64)
         class_numbers = np.zeros((n, _CLASS_NUMERIC), dtype=np.float32)
         class_previous = np.zeros((n, 3), dtype=np.int64)
-        gaps = matrix[:, 0].copy()
-        gaps[0] = 0.0
         for i in range(n):
             numbers[i], previous[i], when[i, 0], when[i, 1] = history.context()
-            at = history.now_s + gaps[i]
+            op_gap = float(matrix[i, 0]) if i else 0.0
+            at = history.operational.inverse(history.now_op + op_gap) if i else 0.0
             when[i, 2], when[i, 3] = self.clock.hour_and_weekday_at(at)
-            class_numbers[i], class_previous[i] = history.class_context(int(tokens[i, 1]), at)
+            slot_numbers[i], slot_users[i], classes = history.slots(at)
+            session = history.session_token(int(users[i]))
+            tokens[i, 1] = session
+            slot_class[i] = classes[session] if session < _SLOTS else self.vocab["class"]
+            class_numbers[i], class_previous[i] = history.class_context(int(tokens[i, 2]), at)
             row = dict(zip(_HEADS, (int(t) for t in tokens[i]), strict=True))
-            history.push(float(gaps[i]), row)
+            history.push(at - history.now_s, op_gap, row, int(users[i]))
         return _Batch(
             torch.from_numpy(numbers),
             torch.from_numpy(previous),
             torch.from_numpy(when),
+            torch.from_numpy(slot_numbers),
+            torch.from_numpy(slot_users),
+            torch.from_numpy(slot_class),
             torch.from_numpy(class_numbers),
             torch.from_numpy(class_previous),
             torch.from_numpy(tokens),
@@ -469,8 +615,13 @@ class SequenceModel:
             )
         began = time.perf_counter()
         data = training_data(trace, min_class_jobs=min_class_jobs)
+        submit = trace.table.submit_s
+        rates = weekly_rates(submit, trace.clock)
+        operational = OperationalTime(trace.clock, rates).forward_many(submit)
+        matrix = data.matrix.copy()
+        matrix[:, 0] = np.diff(operational, prepend=operational[:1])
         columns = [
-            TokenColumn.fit(name, data.matrix[:, k], bins) for k, name in enumerate(MODEL_COLUMNS)
+            TokenColumn.fit(name, matrix[:, k], bins) for k, name in enumerate(MODEL_COLUMNS)
         ]
         options: dict[str, float | int | str | bool] = {
             "epochs": epochs,
@@ -481,39 +632,25 @@ class SequenceModel:
             "learning_rate": learning_rate,
             "validation": validation,
             "min_class_jobs": min_class_jobs,
-            "span_s": float(trace.table.submit_s[-1]),
+            "span_s": float(submit[-1]),
+            "session_slots": _SLOTS,
+            "peak_week_load": peak_week_load(trace.table, trace.machine_procs),
         }
-        metadata = SynthMetadata(
-            kind="sequence",
-            trace=trace.name,
-            machine_procs=trace.machine_procs,
-            max_nodes=trace.header.max_nodes,
-            computer=trace.header.system_name,
-            unix_start_time_s=trace.header.unix_start_time_s,
-            time_zone_string=trace.header.time_zone_string,
-            first_submit_s=trace.table.start_s,
-            training_jobs=len(trace.table),
-            offered_load=data.offered_load,
-            statuses=data.statuses,
-            classes=data.scheme,
-            seed=seed,
-            fit_seconds=0.0,
-            options=options,
+        metadata = SynthMetadata.of_training(
+            trace, data, kind="sequence", seed=seed, options=options
         )
         vocab = cls._vocab(columns, len(data.scheme.classes))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             network = _Network(vocab, hidden, head_hidden)
-        tokens = np.column_stack(
-            [columns[0].encode(data.matrix[:, 0]), data.labels.astype(np.int64)]
-            + [columns[k].encode(data.matrix[:, k]) for k in range(1, len(MODEL_COLUMNS))]
-        )
-        shares = {
+        placeholder = {h: np.ones(vocab[h]) / vocab[h] for h in _HEADS}
+        model = cls(metadata, columns, network, placeholder, rates)
+        batch = model._features(matrix, data.labels, trace.table.user)
+        tokens = batch.tokens.numpy()
+        model.token_shares = {
             head: np.bincount(tokens[:, k], minlength=vocab[head]) / tokens.shape[0]
             for k, head in enumerate(_HEADS)
         }
-        model = cls(metadata, columns, network, shares)
-        batch = model._features(tokens, data.matrix)
         n = tokens.shape[0]
         generator = torch.Generator().manual_seed(seed)
         # Validation rows are drawn at random: every part of the trace's span is seen.
@@ -530,7 +667,7 @@ class SequenceModel:
             total = 0.0
             for begin in range(0, n_train, batch_size):
                 rows = train.rows(order[begin : begin + batch_size])
-                loss = _loss(network, rows)
+                loss = _loss(network, rows, model.users)
                 optimizer.zero_grad()
                 torch.autograd.backward(loss)
                 optimizer.step()
@@ -538,7 +675,7 @@ class SequenceModel:
             train_loss = total / n_train
             network.eval()
             with torch.no_grad():
-                held_loss = float(_loss(network, held)) if n_held else train_loss
+                held_loss = float(_loss(network, held, model.users)) if n_held else train_loss
             log.info(
                 "sequence epoch %d/%d: loss %.4f, held-out %.4f",
                 epoch + 1,
@@ -573,20 +710,35 @@ class SequenceModel:
         )
 
     def sample_sequence(
-        self, n_jobs: int, rng: np.random.Generator
+        self, n_jobs: int, rng: np.random.Generator, *, load: float | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """``n_jobs`` rows of MODEL_COLUMNS in submit order, and their users."""
+        """``n_jobs`` rows of MODEL_COLUMNS in submit order, and their users.
+
+        ``load`` (processor-seconds asked per second, over the machine): run operational
+        time faster or slower so that the jobs offer that much on average. The speed is
+        ``load`` over the model's own load per operational second, estimated from the
+        jobs drawn so far (starting from the training load over one operational day), so
+        it settles within days and leaves the model's busy and quiet weeks, and the daily
+        and weekly cycle, as they are. ``None``: the model's own pace."""
+        if load is not None and not (math.isfinite(load) and load > 0):
+            raise InvalidInputError("load must be a positive number", field="load", value=load)
+        procs_total = float(self.metadata.machine_procs)
+        prior_op_s = 86_400.0
+        drawn_op_s = prior_op_s
+        drawn_work = self.metadata.offered_load * procs_total * prior_op_s
+        density = 1.0 if load is None else load / self.metadata.offered_load
         if self._numpy is None:
             self._numpy = _NumpyNet(self.network)
         net = self._numpy
         emb = net.embed
         by_name = {c.name: c for c in self.columns}
         classes = self.metadata.classes.classes
-        history = _History(self.clock, self.span_s, self.vocab)
+        history = self._history()
         rows = np.empty((n_jobs, len(MODEL_COLUMNS)), dtype=np.float64)
         users = np.empty(n_jobs, dtype=np.int64)
-        uniforms = rng.random((n_jobs, 12))
+        uniforms = rng.random((n_jobs, 13))
         feedback = _MarginalFeedback(self.token_shares)
+        none_class = self.vocab["class"]
         for i in range(n_jobs):
             u = uniforms[i]
             numbers, previous, hour, weekday = history.context()
@@ -604,25 +756,38 @@ class SequenceModel:
             h = net.mlp(net.trunk, context, last_relu=True)  # the trunk ends in a ReLU
             gap_token = _draw(net.mlp(net.heads["gap"], h), u[0], feedback.weights("gap"))
             feedback.drawn("gap", gap_token)
-            gap = by_name["interarrival_s"].decode(gap_token, u[1]) if i else 0.0
-            gap = float(max(round(gap), 1)) if i else 0.0
+            op_gap = by_name["interarrival_s"].decode(gap_token, u[1]) if i else 0.0
+            gap = 0.0
+            if i:
+                at_real = history.operational.inverse(history.now_op + op_gap / density)
+                gap = float(max(round(at_real - history.now_s), 1))
             at = history.now_s + gap
             new_hour, new_weekday = self.clock.hour_and_weekday_at(at)
+            new_when = np.concatenate([_hot(new_hour, 24), _hot(new_weekday, 7)])
             gap_embedding = emb["gap"][gap_token]
-            label = _draw(
-                net.mlp(
-                    net.heads["class"],
-                    np.concatenate([h, gap_embedding, _hot(new_hour, 24), _hot(new_weekday, 7)]),
-                ),
-                u[2],
-                feedback.weights("class"),
+            slot_numbers, slot_users, slot_classes = history.slots(at)
+            session_logits = net.mlp(
+                net.heads["session"], np.concatenate([h, gap_embedding, slot_numbers, new_when])
             )
+            session_logits[:_SLOTS][slot_users == self.users.none] = _MASKED
+            session = _draw(session_logits, u[2], feedback.weights("session"))
+            feedback.drawn("session", session)
+            slot_class = slot_classes[session] if session < _SLOTS else none_class
+            class_logits = net.mlp(
+                net.heads["class"],
+                np.concatenate(
+                    [h, gap_embedding, new_when, emb["session"][session], emb["class"][slot_class]]
+                ),
+            )
+            class_logits[~self.users.allowed(session, slot_users)] = _MASKED
+            label = _draw(class_logits, u[3], feedback.weights("class"))
             feedback.drawn("class", label)
             class_numbers, class_previous = history.class_context(label, at)
             job = np.concatenate(
                 [
                     h,
                     gap_embedding,
+                    emb["session"][session],
                     emb["class"][label],
                     class_numbers,
                     emb["procs"][class_previous[0]],
@@ -630,7 +795,7 @@ class SequenceModel:
                     emb["fraction"][class_previous[2]],
                 ]
             )
-            tokens = {"gap": gap_token, "class": label}
+            tokens = {"gap": gap_token, "session": session, "class": label}
             values = [gap]
             for k, (head, column) in enumerate(
                 (
@@ -640,22 +805,35 @@ class SequenceModel:
                     ("status", "status"),
                 )
             ):
-                token = _draw(net.mlp(net.heads[head], job), u[3 + 2 * k], feedback.weights(head))
+                token = _draw(net.mlp(net.heads[head], job), u[4 + 2 * k], feedback.weights(head))
                 feedback.drawn(head, token)
                 tokens[head] = token
-                values.append(by_name[column].decode(token, u[4 + 2 * k]))
+                values.append(by_name[column].decode(token, u[5 + 2 * k]))
                 job = np.concatenate([job, emb[head][token]])
             rows[i] = values
-            job_class = classes[label]
-            if len(job_class.users) == 1:
-                users[i] = job_class.users[0]
-            else:
-                weights = np.cumsum(job_class.user_jobs)
-                pick = int(np.searchsorted(weights, u[11] * weights[-1], side="right"))
-                users[i] = job_class.users[min(pick, len(job_class.users) - 1)]
-            history.push(gap, tokens)
+            if load is not None:
+                drawn_op_s += op_gap
+                drawn_work += min(values[3], 1.0) * values[2] * min(values[1], procs_total)
+                density = float(np.clip(load * procs_total * drawn_op_s / drawn_work, 0.1, 10.0))
+            user = self._user(classes[label], session, slot_users, u[12])
+            users[i] = self.users.ids[user]
+            history.push(gap, op_gap, tokens, user)
             feedback.next_job()
         return rows, users
+
+    def _user(self, job_class: Any, session: int, slot_users: np.ndarray, u: float) -> int:
+        """The job's user index: the continued slot's, else one of the class's users
+        drawn by their job counts, those with an open slot left out (when any remain)."""
+        if session < _SLOTS:
+            return int(slot_users[session])
+        candidates = np.array([self.users.index[int(x)] for x in job_class.users])
+        weights = np.array(job_class.user_jobs, dtype=np.float64)
+        others = ~np.isin(candidates, slot_users)
+        if others.any():
+            candidates, weights = candidates[others], weights[others]
+        cumulative = np.cumsum(weights)
+        pick = int(np.searchsorted(cumulative, u * cumulative[-1], side="right"))
+        return int(candidates[min(pick, candidates.size - 1)])
 
     def state(self) -> dict[str, Any]:
         return {
@@ -664,11 +842,17 @@ class SequenceModel:
             "token_shares": [
                 torch.from_numpy(self.token_shares[h].astype(np.float64)) for h in _HEADS
             ],
+            "weekly_rates": torch.from_numpy(self.rates.astype(np.float64)),
         }
 
     @classmethod
     def from_state(cls, metadata: SynthMetadata, state: dict[str, Any]) -> SequenceModel:
-        try:
+        with state_errors("sequence model"):
+            slots = metadata.options.get("session_slots")
+            if slots != _SLOTS:
+                raise ValueError(
+                    f"fitted with {slots} session slots; this build uses {_SLOTS} (refit it)"
+                )
             columns = [TokenColumn.from_state(spec) for spec in state["columns"]]
             names = tuple(c.name for c in columns)
             if names != MODEL_COLUMNS:
@@ -685,16 +869,14 @@ class SequenceModel:
                     raise ValueError(
                         f"{h} token shares of shape {shares[h].shape}, vocab {vocab[h]}"
                     )
-        except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as error:
-            raise InvalidInputError(
-                f"the sequence model's state does not match its metadata ({str(error)[:300]})",
-                field="state",
-            ) from error
-        return cls(metadata, columns, network, shares)
+            rates = state["weekly_rates"].double().numpy()
+            if rates.shape != (WEEK_BINS,):
+                raise ValueError(f"weekly rates of shape {rates.shape}, expected ({WEEK_BINS},)")
+        return cls(metadata, columns, network, shares, rates)
 
 
-def _loss(network: _Network, batch: _Batch) -> torch.Tensor:
-    logits = _logits(network, batch)
+def _loss(network: _Network, batch: _Batch, users: _Users) -> torch.Tensor:
+    logits = _logits(network, batch, users)
     total = batch.tokens.new_zeros((), dtype=torch.float32)
     for k, head in enumerate(_HEADS):
         total = total + functional.cross_entropy(logits[head], batch.tokens[:, k])

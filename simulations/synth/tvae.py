@@ -42,6 +42,7 @@ from simulations.synth.columns import COLUMN_KINDS, MODEL_COLUMNS, TRANSFORMS, T
 from simulations.synth.columns import transform_forward as _forward
 from simulations.synth.columns import transform_inverse as _inverse
 from simulations.synth.generator import SynthMetadata, training_data
+from simulations.synth.model_state import state_errors
 
 __all__ = ["TVAEModel"]
 
@@ -322,23 +323,7 @@ class TVAEModel:
             "learning_rate": learning_rate,
             "min_class_jobs": min_class_jobs,
         }
-        metadata = SynthMetadata(
-            kind="tvae",
-            trace=trace.name,
-            machine_procs=trace.machine_procs,
-            max_nodes=trace.header.max_nodes,
-            computer=trace.header.system_name,
-            unix_start_time_s=trace.header.unix_start_time_s,
-            time_zone_string=trace.header.time_zone_string,
-            first_submit_s=trace.table.start_s,
-            training_jobs=len(trace.table),
-            offered_load=data.offered_load,
-            statuses=data.statuses,
-            classes=data.scheme,
-            seed=seed,
-            fit_seconds=0.0,
-            options=options,
-        )
+        metadata = SynthMetadata.of_training(trace, data, kind="tvae", seed=seed, options=options)
         model = cls(metadata, columns, network)
         x, modes, offset = model._encode(data.matrix)
         labels = torch.from_numpy(data.labels.astype(np.int64))
@@ -429,7 +414,7 @@ class TVAEModel:
 
     @classmethod
     def from_state(cls, metadata: SynthMetadata, state: dict[str, Any]) -> TVAEModel:
-        try:
+        with state_errors("TVAE"):
             columns: list[_Column] = []
             for spec, name in zip(state["columns"], MODEL_COLUMNS, strict=True):
                 if spec["name"] != name:
@@ -456,9 +441,4 @@ class TVAEModel:
                 offsets,
             )
             network.load_state_dict(state["network"], strict=True)
-        except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as error:
-            raise InvalidInputError(
-                f"the TVAE state does not match its metadata ({str(error)[:300]})",
-                field="state",
-            ) from error
         return cls(metadata, columns, network)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from knowledge_base.errors import InvalidInputError
+from simulations.synth.clock import TraceClock
 from simulations.synth.columns import JobTable, Trace, read_trace
 from simulations.synth.constraints import check_trace
 from simulations.synth.copula import CopulaModel
@@ -157,6 +158,57 @@ def test_thinning_caps_an_overloaded_week() -> None:
     thinned, _ = thin_to_load(
         table, target_load=target, machine_procs=8, n_jobs=n, rng=np.random.default_rng(0)
     )
-    late = thinned.submit_s >= 43 * day
+    late = thinned.submit_s >= 42 * day
     work_last_week = (thinned.procs * thinned.run_s)[late].sum()
-    assert work_last_week <= 1.1 * target * 8 * 7 * day
+    # Sessions dropped at random: the cap (1.1 x target) holds on average, not exactly;
+    # without it the last week would offer 5 x the target before thinning.
+    assert 0.6 * 1.1 * target * 8 * 7 * day <= work_last_week <= 1.4 * 1.1 * target * 8 * 7 * day
+
+
+def test_thinning_drops_whole_sessions_so_they_keep_their_length() -> None:
+    # 60 users, each submitting sessions of four jobs a minute apart, hours between.
+    rng = np.random.default_rng(2)
+    starts = np.sort(rng.uniform(0, 60 * 86_400, size=1500))
+    submit = (starts[:, None] + np.arange(4)[None, :] * 60).ravel()
+    user = np.repeat(rng.integers(0, 60, size=starts.size), 4)
+    order = np.argsort(submit, kind="stable")
+    table = _table(submit[order], np.full(submit.size, 2), np.full(submit.size, 3600))
+    table.user = user[order]
+    load = offered_load(table, 8)
+    thinned, _ = thin_to_load(
+        table, target_load=load * 0.5, machine_procs=8, n_jobs=2500, rng=rng, cap_load=10 * load
+    )
+    assert offered_load(thinned, 8) == pytest.approx(load * 0.5, rel=0.1)
+    real = compare_time(table, TraceClock(epoch_s=0), thinned, TraceClock(epoch_s=0))
+    # Dropping jobs one by one at random (the code before) left 3.52 jobs a session.
+    assert real.real.mean_session_jobs == pytest.approx(4.0, rel=0.05)
+    assert real.synthetic.mean_session_jobs > 3.85
+
+
+def test_users_sessions_keep_their_length(sequence: SequenceModel, sdsc_trace: Trace) -> None:
+    # Sessions are a user's jobs less than 20 minutes apart. Drawing each job's class on
+    # its own (before the session head) gave 1.24 jobs a session here against 2.11 real,
+    # session-length KS 0.22; with it 2.08-2.14 and 0.07 (seeds 1, 2).
+    sample = generate(sequence, len(sdsc_trace.table), seed=1)
+    time_fidelity = compare_time(sdsc_trace.table, sdsc_trace.clock, sample.table, sdsc_trace.clock)
+    real, synthetic = time_fidelity.real, time_fidelity.synthetic
+    assert synthetic.mean_session_jobs == pytest.approx(real.mean_session_jobs, rel=0.2)
+    assert time_fidelity.session_jobs_ks < 0.15
+
+
+def test_thinning_keeps_the_mix_of_big_and_small_jobs() -> None:
+    # A trace at 1.25 times its target, 5% of its jobs 128 processors for 12 h (each
+    # 3.6% of a week's capacity), the rest 2 for 1 h. The code before admitted jobs one
+    # by one while the trailing week had room, which kept small jobs and dropped big ones:
+    # work per job 0.78 of the source's here.
+    rng = np.random.default_rng(3)
+    n = 6000
+    submit = np.cumsum(rng.integers(1, 3600, size=n)).astype(np.float64)
+    submit -= submit[0]
+    big = rng.random(n) < 0.05
+    table = _table(submit, np.where(big, 128, 2), np.where(big, 43_200, 3600))
+    target = offered_load(table, 256) / 1.25
+    thinned, _ = thin_to_load(table, target_load=target, machine_procs=256, n_jobs=4000, rng=rng)
+    per_job = (thinned.procs * thinned.run_s).mean() / (table.procs * table.run_s).mean()
+    assert per_job == pytest.approx(1.0, abs=0.08)
+    assert offered_load(thinned, 256) == pytest.approx(target, rel=0.08)
