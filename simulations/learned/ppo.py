@@ -39,6 +39,7 @@ from torch import nn
 
 from knowledge_base.errors import InvalidInputError
 from simulations.metrics import bounded_slowdown
+from simulations.synth.tvae import one_thread
 
 __all__ = [
     "HEURISTICS",
@@ -257,17 +258,8 @@ class PPOPolicy:
 
 
 def policy_bsld(seq: Sequence, policy: PPOPolicy) -> float:
-    with _one_thread():
+    with one_thread():
         return _bsld(seq, _run(seq, policy.choose))
-
-
-class _one_thread:
-    def __enter__(self) -> None:
-        self.before = torch.get_num_threads()
-        torch.set_num_threads(1)
-
-    def __exit__(self, *_: object) -> None:
-        torch.set_num_threads(self.before)
 
 
 @dataclass
@@ -288,7 +280,7 @@ def train_ppo(jobs: Sequence, settings: PPOSettings | None = None) -> tuple[PPOP
         )
     began = time.perf_counter()
     rng = np.random.default_rng(s.seed)
-    with torch.random.fork_rng(devices=[]), _one_thread():
+    with torch.random.fork_rng(devices=[]), one_thread():
         torch.manual_seed(s.seed)
         network = _Network(s.hidden)
         generator = torch.Generator().manual_seed(s.seed)

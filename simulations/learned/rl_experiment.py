@@ -111,8 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", type=int, default=8, help="Held-out 1,024-job sequences")
     parser.add_argument("--ppo-epochs", type=int, default=30)
     parser.add_argument("--trajectories", type=int, default=12)
-    parser.add_argument("--cem-generations", type=int, default=10)
+    parser.add_argument(
+        "--cem-generations", type=int, default=10, help="0: train no CEM priority (PPO only)"
+    )
     parser.add_argument("--generator-epochs", type=int, default=10)
+    parser.add_argument(
+        "--fit-generator-once",
+        action="store_true",
+        help="Fit the sequence model once (seed 0); each seed samples its own trace from it",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
@@ -160,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         machine_procs=machine,
         header=trace.header,
     )
+    model = None
     for seed in range(args.seeds):
-        model = fit_model(train_trace, "sequence", seed=seed, epochs=args.generator_epochs)
+        if model is None or not args.fit_generator_once:
+            model = fit_model(train_trace, "sequence", seed=seed, epochs=args.generator_epochs)
         synthetic = generate(model, n_train, seed=seed).table
         sources = {
             "real": _sequence(train_table, machine),
@@ -172,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
                 jobs, PPOSettings(epochs=args.ppo_epochs, trajectories=args.trajectories, seed=seed)
             )
             add("PPO", label, seed, trained.seconds, [policy_bsld(w, policy) for w, _ in windows])
+            if args.cem_generations < 1:
+                continue
             began = time.perf_counter()
             arrays = JobArrays(
                 submit_s=jobs.submit_s,
