@@ -120,6 +120,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="Fit the sequence model once (seed 0); each seed samples its own trace from it",
     )
+    parser.add_argument(
+        "--synthetic-jobs",
+        type=int,
+        default=0,
+        help="Jobs in each seed's synthetic trace (default: as many as the training part)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
@@ -171,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     for seed in range(args.seeds):
         if model is None or not args.fit_generator_once:
             model = fit_model(train_trace, "sequence", seed=seed, epochs=args.generator_epochs)
-        synthetic = generate(model, n_train, seed=seed).table
+        synthetic = generate(model, args.synthetic_jobs or n_train, seed=seed).table
         sources = {
             "real": _sequence(train_table, machine),
             "synthetic sequence": _sequence(synthetic, machine),
