@@ -176,3 +176,12 @@ def test_off_keeps_nothing_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("RIGHTSIZE_HOME", str(tmp_path / "home"))
     memory_peak(_workload(), 32, 1, V100_16GB)
     assert not (tmp_path / "home").exists() and not (tmp_path / "traces").exists()
+
+
+def test_zoo_input_shapes_that_build_the_same_model_share_one_trace() -> None:
+    """What-ifs that only restate a zoo model's reference input trace nothing new."""
+    key = workload_trace.step_key
+    assert key(_workload("resnet50")) == key(_workload("resnet50", input_shape=[3, 224, 224]))
+    assert key(_workload("ResNet-50")) == key(_workload("resnet50"))
+    assert key(_workload("resnet50", input_shape=[3, 32, 32])) != key(_workload("resnet50"))
+    assert key(_workload("resnet50", epochs=7)) == key(_workload("resnet50"))
