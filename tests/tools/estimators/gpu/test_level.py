@@ -18,7 +18,7 @@ from tools.estimators.gpu.neusight import E2ERun
 from tools.estimators.gpu.opcost import spec_columns
 from tools.estimators.gpu.ops import GpuKernels
 from tools.estimators.gpu.specs import GpuSpec
-from tools.estimators.gpu.train import fit_all, fit_step_model
+from tools.estimators.gpu.train import fit_all, fit_step_model, interval_quantiles
 
 SPECS = {
     "gddr": GpuSpec.of(Device="gddr", Num_Sm=40, Core_Per_SM=64, Freq=1500, SingleFLOPs=8000,
@@ -133,3 +133,17 @@ def test_recalibrated_on_measured_steps_reproduces_them() -> None:
         model.recalibrated([])
     with pytest.raises(InvalidInputError, match="step_s"):
         model.recalibrated([StepMeasurement(kernels, spec, 1, "sgd", 0.0)])
+
+
+def test_interval_widens_when_residuals_cluster_by_gpu() -> None:
+    # Each GPU's runs agree with each other but the GPUs disagree: a new GPU's error is
+    # mostly the between-GPU part, which pooled quantiles of all runs understate.
+    clustered = {"a": [0.20, 0.21, 0.19, 0.20], "b": [-0.15, -0.16, -0.14], "c": [0.0, 0.01]}
+    q = interval_quantiles(clustered)
+    pooled = np.concatenate([np.array(v) for v in clustered.values()])
+    assert q["p10"] < q["p50"] == 0.0 < q["p90"]
+    assert q["p90"] - q["p10"] > np.quantile(pooled, 0.9) - np.quantile(pooled, 0.1)
+    same = interval_quantiles({"a": [0.1, -0.1], "b": [0.1, -0.1]})
+    assert same["p90"] == pytest.approx(-same["p10"])
+    with pytest.raises(ValueError, match="no residuals"):
+        interval_quantiles({})
