@@ -41,6 +41,8 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models: Path) -> None:
     monkeypatch.setenv("RIGHTSIZE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("RIGHTSIZE_DNN_MODELS", str(models))
+    # no per-operator CPU model: the shipped one would answer the local time where it won
+    monkeypatch.setenv("RIGHTSIZE_CPU_OPCOST", str(tmp_path / "no-opcost"))
     for name in ("KB_URL", "MONGO_URL"):
         monkeypatch.delenv(f"RIGHTSIZE_{name}", raising=False)
 

@@ -275,7 +275,9 @@ class OpCostModel:
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.booster.save_model(str(folder / "opcost.ubj"))
-        digest = hashlib.sha1((folder / "opcost.ubj").read_bytes()).hexdigest()[:10]
+        fitted = json.dumps([self.step, self.updates, self.log_q10, self.log_q90])
+        content = (folder / "opcost.ubj").read_bytes() + fitted.encode()
+        digest = hashlib.sha1(content).hexdigest()[:10]
         self.meta["id"] = f"{OPCOST_ID_PREFIX}-{digest}"
         body = {
             "step": self.step,
