@@ -246,17 +246,26 @@ def _order_queue(
     keys = np.empty(n, dtype=np.float64)
     ids = np.empty(n, dtype=np.int64)
     for k in range(n):
-        ids[k] = queue[k]
-    ids.sort()  # arrival order (jobs are numbered by submit), so stable ties keep it
-    for k in range(n):
-        j = ids[k]
+        j = queue[k]
+        ids[k] = j
         if t - submit[j] > starve_s:
             keys[k] = -np.inf
         else:
             keys[k] = _order_key(kind, j, t, submit, est, procs)
-    order = np.argsort(keys, kind="mergesort")
+    # Insertion sort by (key, arrival): the queue arrives in last event's order, which
+    # the keys barely change between events, so this is close to linear.
+    for a in range(1, n):
+        key = keys[a]
+        j = ids[a]
+        b = a - 1
+        while b >= 0 and (keys[b] > key or (keys[b] == key and ids[b] > j)):
+            keys[b + 1] = keys[b]
+            ids[b + 1] = ids[b]
+            b -= 1
+        keys[b + 1] = key
+        ids[b + 1] = j
     for k in range(n):
-        queue[k] = ids[order[k]]
+        queue[k] = ids[k]
 
 
 @njit(cache=True)
@@ -486,21 +495,22 @@ def _simulate(
         # fit now in that order; the head keeps its place and its reservation.
         if free == 0:
             continue
-        count = 0
-        for k in range(1, len(queue)):
-            if procs[queue[k]] <= free:
-                count += 1
-        if count == 0:
-            continue
-        picked = np.empty(count, dtype=np.int64)
-        keys = np.empty(count, dtype=np.float64)
+        # Only candidates that could start now: free processors and spare ones at the
+        # shadow only shrink as candidates start, so one that fails now fails later too.
+        picked = np.empty(len(queue), dtype=np.int64)
+        keys = np.empty(len(queue), dtype=np.float64)
         count = 0
         for k in range(1, len(queue)):
             j = queue[k]
-            if procs[j] <= free:
+            if procs[j] <= free and (
+                t + (req[j] if protect else est[j]) <= shadow or procs[j] <= extra
+            ):
                 picked[count] = k
                 keys[count] = _order_key(order_kind, j, t, submit, est, procs)
                 count += 1
+        if count == 0:
+            continue
+        keys = keys[:count]
         chosen = np.zeros(count, dtype=np.bool_)
         ranked = np.zeros(1, dtype=np.int64) if count == 1 else np.argsort(keys, kind="mergesort")
         for m in ranked:
