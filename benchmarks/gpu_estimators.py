@@ -1,20 +1,26 @@
 """Leave-one-GPU-out benchmark of the per-operator GPU estimator (issue #16).
 
-    nice -n 10 .venv/bin/python benchmarks/gpu_estimators.py [--skip-kernels] [--json OUT]
+    nice -n 10 .venv/bin/python benchmarks/gpu_estimators.py [--json OUT] [--traced-cache PKL]
 
 Every figure is for a GPU the model never saw: for each NeuSight training GPU (P4, P100,
-T4, V100, A100-40GB) the cost model is refitted on the other four and predicts
+T4, V100, A100-40GB) the shape models (on the kernels) and the level line (on the
+end-to-end runs) are refitted without it, and it is predicted:
 
-1. per operator class, every kernel NeuSight timed on the left-out GPU;
+1. per operator class, every kernel NeuSight timed in isolation on it;
 2. end to end, NeuSight's whole-model runs on it (``train``: forward + backward;
-   ``inf``: forward), beside the roofline (sum of the kernels' rooflines) and the
-   analytic fallback (FLOPs over peak x the Gavel-fitted efficiency, plus its overhead);
-   p10-p90 coverage uses intervals calibrated on the other GPUs' runs only;
-3. Gavel's CNNs (ResNet-18/CIFAR-10, ResNet-50/ImageNet, SGD): V100 by the model that
-   left V100 out (so from P4, P100, T4, A100 kernels; Gavel's own K80 and P100 points
-   are not training data for it), and K80 and P100 from the full model;
+   ``inf``: forward);
 
-and the time one estimate takes: one model on every GPU of the seeded catalog.
+both beside the roofline (sum of the kernels' rooflines) and the analytic fallback
+(matrix FLOPs over peak x the Gavel-fitted efficiency, plus its per-step overhead; it
+gives memory-bound kernels no time). p10-p90 coverage: each GPU's interval from the other
+GPUs' held-out residuals only. MAPE, under-prediction rate, coverage in one table.
+3. Gavel's CNNs (ResNet-18/CIFAR-10, ResNet-50/ImageNet, SGD step): V100 by the model
+   that never saw V100, and by that model with its level refitted on Gavel's own K80 and
+   P100 steps (``GpuStepModel.recalibrated``: a center's measurements); K80 and P100 by
+   the same two (the second saw them: in-sample);
+
+and the time one estimate takes: ResNet-50 traced once, priced on every GPU model of the
+seeded catalog.
 """
 
 from __future__ import annotations
@@ -30,19 +36,19 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tools.estimators.gpu.estimator import GpuStepModel
-from tools.estimators.gpu.features import OP_CLASSES, class_features
+from tools.estimators.gpu.baselines import analytic_s, roofline_s
+from tools.estimators.gpu.features import OP_CLASSES
 from tools.estimators.gpu.kernels import (
     TRAINING_GPUS,
     default_neusight_root,
     load_device_specs,
     load_kernels,
 )
+from tools.estimators.gpu.neusight import load_e2e_runs
 from tools.estimators.gpu.ops import GpuKernels, kernels_of
 from tools.estimators.gpu.specs import GpuSpec, spec_for_catalog_gpu
 from tools.estimators.gpu.trace import trace_training_step
-from tools.estimators.gpu.train import fit_all, validate
-from tools.planning.hardware import GPU_EFFICIENCY, GPU_STEP_OVERHEAD_S
+from tools.estimators.gpu.train import interval_quantiles, summary, traced_runs, validate
 
 REPO = Path(__file__).resolve().parents[1]
 GAVEL = REPO.parent / "shared/data/dnn_profiles/gavel/physical_cluster_throughputs.json"
@@ -56,42 +62,6 @@ GAVEL_SPECS = {
     "k80": GpuSpec.of(Device="K80 (one GK210)", Num_Sm=13, Core_Per_SM=192, Freq=875,
                    SingleFLOPs=4370, Mem_Bw=240, L2Cache=1.5, Dev_Mem=12),
 }  # fmt: skip
-
-
-def _flops(kernels: GpuKernels) -> float:
-    total = 0.0
-    for op_class in ("linear", "bmm", "conv"):
-        if not kernels.factor[op_class]:
-            continue
-        d = kernels.columns(op_class)
-        factor = np.array(kernels.factor[op_class])
-        if op_class == "conv":
-            out = np.maximum(
-                np.floor((d["Input"] + 2 * d["Padding"] - d["Kernel"]) / d["Stride"]) + 1, 1
-            )
-            flops = 2 * d["B"] * out**2 * d["Cout"] * d["Cin"] * d["Kernel"] ** 2
-        else:
-            flops = 2 * d["B"] * d["M"] * d["N"] * d["K"]
-        total += float((flops * factor).sum())
-    return total
-
-
-def _roofline_s(kernels: GpuKernels, spec: GpuSpec) -> float:
-    from tools.estimators.gpu.opcost import spec_columns
-
-    total = 0.0
-    for op_class in OP_CLASSES:
-        factor = np.array(kernels.factor[op_class])
-        if len(factor):
-            roof, _ = class_features(
-                op_class, kernels.columns(op_class), spec_columns(spec, len(factor))
-            )
-            total += float((roof * factor).sum()) / 1e3
-    return total
-
-
-def _analytic_s(kernels: GpuKernels, spec: GpuSpec) -> float:
-    return GPU_STEP_OVERHEAD_S + _flops(kernels) / (spec.fp32_gflops * 1e9 * GPU_EFFICIENCY)
 
 
 def _summary(pairs: list[tuple[float, float]]) -> dict[str, float]:
@@ -137,110 +107,23 @@ def _gavel_task(model: str, batch: int) -> Any:
     return TrainingTask(net, (x,), torch.empty(batch, dtype=torch.long, device="meta"))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
-    root = default_neusight_root()
-    report: dict[str, Any] = {}
-    data = load_kernels(root)
-    specs = load_device_specs(root)
-
-    started = time.perf_counter()
-    validation = validate(root, data, log=False)
-    report["logo_seconds"] = time.perf_counter() - started
-    print(
-        "\n## Per operator class, leave one GPU out (kernel MAPE / time-weighted error / "
-        "sum bias; roofline MAPE)"
+def _row(label: str, name: str, s: dict[str, float], coverage: str = "-") -> str:
+    return (
+        f"| {label} | {name} | {s['mape']:.1%} | {s['max_ape']:.1%} | {s['under_rate']:.2f} "
+        f"| {coverage} |"
     )
-    print(
-        "| class | "
-        + " | ".join(g.replace("NVIDIA_", "").replace("Tesla_", "") for g in TRAINING_GPUS)
-        + " |"
-    )
-    print("|---|" + "---|" * len(TRAINING_GPUS))
-    for op_class in OP_CLASSES:
-        cells = []
-        for gpu in TRAINING_GPUS:
-            m = validation.kernel[gpu].get(op_class)
-            cells.append(
-                "-"
-                if m is None
-                else f"{m['mape']:.0%} / {m['time_weighted_error']:.0%} / "
-                f"x{m['bias']:.2f}; {m['roofline_mape']:.0%}"
-            )
-        print(f"| {op_class} | " + " | ".join(cells) + " |")
-    report["kernel"] = validation.kernel
 
-    # End to end: ours, roofline, analytic; intervals from the other GPUs' residuals.
-    traced: dict[tuple[str, bool, int, int], GpuKernels] = {}
-    from tools.estimators.gpu.neusight import hf_task
 
-    rows = []
-    for run in validation.e2e:
-        key = (run["model"], run["mode"] == "train", run["seq"], run["batch"])
-        if key not in traced:
-            task = hf_task(root, run["model"], run["seq"], run["batch"])
-            traced[key] = kernels_of(trace_training_step(task, backward=key[1]))
-        spec = specs[run["gpu"]]
-        others = np.array(
-            [
-                np.log(r["measured_ms"] / r["predicted_ms"])
-                for r in validation.e2e
-                if r["gpu"] != run["gpu"]
-            ]
-        )
-        low, high = np.quantile(others, 0.10), np.quantile(others, 0.90)
-        measured = run["measured_ms"] / 1e3
-        ours = run["predicted_ms"] / 1e3
-        rows.append(
-            {
-                **run,
-                "ours_s": ours,
-                "measured_s": measured,
-                "roofline_s": _roofline_s(traced[key], spec),
-                "analytic_s": _analytic_s(traced[key], spec),
-                "covered": bool(ours * np.exp(low) <= measured <= ours * np.exp(high)),
-            }
-        )
-    print("\n## End to end (NeuSight's runs), each GPU by a model that never saw it")
-    print("| runs | estimator | MAPE | max APE | under-prediction | p10-p90 coverage |")
-    print("|---|---|---|---|---|---|")
-    for label, subset in (
-        ("all", rows),
-        ("train (V100)", [r for r in rows if r["mode"] == "train"]),
-        ("inference", [r for r in rows if r["mode"] == "inf"]),
-    ):
-        if not subset:
-            continue
-        for name, column in (
-            ("per-operator (ours)", "ours_s"),
-            ("roofline", "roofline_s"),
-            ("analytic fallback", "analytic_s"),
-        ):
-            s = _summary([(r[column], r["measured_s"]) for r in subset])
-            coverage = (
-                f"{np.mean([r['covered'] for r in subset]):.2f}" if column == "ours_s" else "-"
-            )
-            print(
-                f"| {label} ({s['n']}) | {name} | {s['mape']:.1%} | {s['max_ape']:.1%} | "
-                f"{s['under_rate']:.2f} | {coverage} |"
-            )
-    print("\n| GPU | runs | ours MAPE | bias (pred/meas, median) |")
-    print("|---|---|---|---|")
-    for gpu in TRAINING_GPUS:
-        subset = [r for r in rows if r["gpu"] == gpu]
-        if subset:
-            ratio = np.median([r["ours_s"] / r["measured_s"] for r in subset])
-            s = _summary([(r["ours_s"], r["measured_s"]) for r in subset])
-            print(f"| {gpu} | {len(subset)} | {s['mape']:.1%} | x{ratio:.2f} |")
-    report["e2e"] = rows
+def _gavel(data: Any, specs: dict[str, GpuSpec], traced: Any) -> list[dict[str, Any]]:
+    """Gavel's CNN steps: V100 by the model that never saw V100 (NeuSight only), and by
+    that model with its level refitted on Gavel's own K80 and P100 steps."""
+    from tools.estimators.gpu.estimator import StepMeasurement
+    from tools.estimators.gpu.train import fit_step_model
 
-    # Gavel CNNs.
-    full = fit_all(data)
-    without_v100 = fit_all(data, exclude="Tesla_V100-PCIE-32GB")
-    gavel_rows = []
+    runs = load_e2e_runs(default_neusight_root(), TRAINING_GPUS)
+    without_v100 = fit_step_model(data, runs, traced, specs, exclude="Tesla_V100-PCIE-32GB")
     cache: dict[tuple[str, int], tuple[GpuKernels, int]] = {}
+    points = []
     for gpu, model_name, batch, step_s in gavel_points():
         if (model_name, batch) not in cache:
             task = _gavel_task(model_name, batch)
@@ -248,32 +131,133 @@ def main() -> int:
                 kernels_of(trace_training_step(task)),
                 sum(p.numel() for p in task.model.parameters()),
             )
-        kernels, parameters = cache[(model_name, batch)]
-        model: GpuStepModel = without_v100 if gpu == "v100" else full
-        estimate = model.estimate(kernels, GAVEL_SPECS[gpu], parameters=parameters)
-        gavel_rows.append(
+        points.append((gpu, model_name, batch, step_s, *cache[(model_name, batch)]))
+    center = without_v100.recalibrated(
+        [
+            StepMeasurement(kernels, GAVEL_SPECS[gpu], parameters, "sgd", step_s)
+            for gpu, _, _, step_s, kernels, parameters in points
+            if gpu != "v100"
+        ]
+    )
+    rows = []
+    for gpu, model_name, batch, step_s, kernels, parameters in points:
+        spec = GAVEL_SPECS[gpu]
+        rows.append(
             {
                 "gpu": gpu,
                 "model": model_name,
                 "batch": batch,
                 "measured_s": step_s,
-                "ours_s": estimate.step_s.p50,
-                "roofline_s": _roofline_s(kernels, GAVEL_SPECS[gpu]),
-                "analytic_s": _analytic_s(kernels, GAVEL_SPECS[gpu]),
+                "ours_s": without_v100.estimate(kernels, spec, parameters=parameters).step_s.p50,
+                "center_s": center.estimate(kernels, spec, parameters=parameters).step_s.p50,
+                "roofline_s": roofline_s(kernels, spec),
+                "analytic_s": analytic_s(kernels, spec),
             }
         )
-    print("\n## Gavel CNNs (SGD step; V100 by the model that never saw V100)")
-    print("| GPU | points | ours MAPE | ours under | roofline MAPE | analytic MAPE |")
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--traced-cache", type=Path, default=None, help="as python -m tools.estimators.gpu.train"
+    )
+    args = parser.parse_args()
+    root = default_neusight_root()
+    report: dict[str, Any] = {}
+    data = load_kernels(root)
+    specs = load_device_specs(root)
+
+    started = time.perf_counter()
+    runs = load_e2e_runs(root, TRAINING_GPUS)
+    traced = traced_runs(root, runs, args.traced_cache)
+    validation = validate(root, data, log=False, traced=traced)
+    report["logo_seconds"] = time.perf_counter() - started
+    figures = summary(validation)
+    report["summary"] = figures
+
+    # End-to-end intervals: each GPU's p10/p90 from the other GPUs' held-out residuals.
+    for run in validation.e2e:
+        q = interval_quantiles(validation.residuals_by_gpu(exclude=run["gpu"]))
+        point = run["predicted_ms"]
+        run["covered"] = bool(
+            point * np.exp(q["p10"]) <= run["measured_ms"] <= point * np.exp(q["p90"])
+        )
+    report["e2e"] = validation.e2e
+
+    print(
+        "\n## Leave one GPU out: each NeuSight training GPU predicted by a model fitted without it"
+    )
+    print("| labels | estimator | MAPE | max APE | under-prediction | p10-p90 coverage |")
+    print("|---|---|---|---|---|---|")
+    for op_class in OP_CLASSES:
+        folds = [
+            validation.kernel[g][op_class]
+            for g in TRAINING_GPUS
+            if op_class in validation.kernel[g]
+        ]
+        kernels_n = int(sum(f["kernels"] for f in folds))
+        weights = np.array([f["kernels"] for f in folds])
+        label = f"{op_class} kernels ({kernels_n})"
+        for name, key in (
+            ("per-operator (ours)", ""),
+            ("roofline", "roofline"),
+            ("analytic fallback", "analytic"),
+        ):
+            parts: list[dict[str, Any]] = [f if not key else f.get(key, {}) for f in folds]
+            if not all(parts):
+                continue
+            s = {
+                "mape": float(np.average([p["mape"] for p in parts], weights=weights)),
+                "max_ape": float("nan"),
+                "under_rate": float(np.average([p["under_rate"] for p in parts], weights=weights)),
+            }
+            print(_row(label, name, s).replace("| nan% |", "| - |"))
+    rows = validation.e2e
+    for label, subset in (
+        ("end to end, all", rows),
+        ("end to end, train (fw+bw, V100)", [r for r in rows if r["mode"] == "train"]),
+        ("end to end, inference", [r for r in rows if r["mode"] == "inf"]),
+    ):
+        if not subset:
+            continue
+        label = f"{label} ({len(subset)})"
+        coverage = f"{np.mean([r['covered'] for r in subset]):.2f}"
+        for name, column in (
+            ("per-operator (ours)", "predicted_ms"),
+            ("roofline", "roofline_ms"),
+            ("analytic fallback", "analytic_ms"),
+        ):
+            s = _summary([(r[column], r["measured_ms"]) for r in subset])
+            print(_row(label, name, s, coverage if column == "predicted_ms" else "-"))
+    print("\n| left-out GPU | runs | ours MAPE | ours max APE | pred/meas (median) | coverage |")
+    print("|---|---|---|---|---|---|")
+    for gpu in TRAINING_GPUS:
+        subset = [r for r in rows if r["gpu"] == gpu]
+        if subset:
+            ratio = np.median([r["predicted_ms"] / r["measured_ms"] for r in subset])
+            s = _summary([(r["predicted_ms"], r["measured_ms"]) for r in subset])
+            cover = np.mean([r["covered"] for r in subset])
+            print(
+                f"| {gpu} | {len(subset)} | {s['mape']:.1%} | {s['max_ape']:.1%} "
+                f"| x{ratio:.2f} | {cover:.2f} |"
+            )
+
+    gavel_rows = _gavel(data, specs, traced)
+    print("\n## Gavel CNNs (ResNet-18/50, SGD step): V100 never seen")
+    print(
+        "| GPU | points | ours (NeuSight, no V100) | ours, level refitted on Gavel K80+P100 "
+        "| roofline | analytic |"
+    )
     print("|---|---|---|---|---|---|")
     for gpu in GAVEL_SPECS:
         subset = [r for r in gavel_rows if r["gpu"] == gpu]
-        ours = _summary([(r["ours_s"], r["measured_s"]) for r in subset])
-        roof = _summary([(r["roofline_s"], r["measured_s"]) for r in subset])
-        ana = _summary([(r["analytic_s"], r["measured_s"]) for r in subset])
-        print(
-            f"| {gpu} | {len(subset)} | {ours['mape']:.1%} | {ours['under_rate']:.2f} | "
-            f"{roof['mape']:.1%} | {ana['mape']:.1%} |"
-        )
+        cells = []
+        for column in ("ours_s", "center_s", "roofline_s", "analytic_s"):
+            s = _summary([(r[column], r["measured_s"]) for r in subset])
+            cells.append(f"{s['mape']:.1%} (under {s['under_rate']:.2f})")
+        print(f"| {gpu} | {len(subset)} | " + " | ".join(cells) + " |")
     report["gavel"] = gavel_rows
 
     # Time of one estimate: one model on every GPU model of the seeded catalog.
