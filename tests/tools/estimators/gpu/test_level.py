@@ -147,3 +147,17 @@ def test_interval_widens_when_residuals_cluster_by_gpu() -> None:
     assert same["p90"] == pytest.approx(-same["p10"])
     with pytest.raises(ValueError, match="no residuals"):
         interval_quantiles({})
+
+
+def test_shipped_model_has_its_level_and_the_figures_the_planner_reads() -> None:
+    from tools.estimators.gpu.estimator import load_step_model
+
+    model = load_step_model()
+    assert model.level is not None
+    assert model.level.slope < 0  # more bandwidth, nearer the roofline
+    validation = model.meta["validation"]
+    # tools/estimators/gpu/selection.py compares these two (same runs, left-out GPUs).
+    assert 0 < validation["e2e_mape"] < validation["analytic_e2e_mape"]
+    assert set(validation["summary"]["kernel_by_class"]) == set(OP_CLASSES)
+    q = model.log_residual_quantiles
+    assert q["p10"] < 0 < q["p90"]
