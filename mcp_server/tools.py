@@ -323,6 +323,10 @@ class OptionEstimateOut(_Result):
     fits: bool
     estimator: str
     iterations: int
+    validation_mape: float | None = Field(
+        default=None,
+        description="The time estimator's error on held-out model files (0.2 = 20%), if known",
+    )
     note: str = ""
 
 
