@@ -69,6 +69,8 @@ NO_BOUND = 2**62
 """A starvation bound that never triggers."""
 _ORDERS = (ARRIVAL, SHORTEST, SMALLEST_AREA, EXPANSION)
 _INF = np.int64(2**62)
+_SMALL = 32
+"""Up to this many keys an event sorts by insertion into scratch space, above it numpy's."""
 
 SCORE_FEATURES = ("log_wait", "log_request", "log_procs", "fits_now")
 """What a scorer sees of a queued job, in the order of its first layer's rows."""
@@ -154,6 +156,20 @@ def _start_job(
 
 
 @njit(cache=True)
+def _rank(keys: Any, order: Any, count: int) -> None:
+    """``order[:count]`` = the indices of ``keys[:count]`` ascending, ties by index
+    (a stable argsort, by insertion: for the few keys an event sorts it allocates nothing
+    and beats numpy's call)."""
+    for a in range(count):
+        key = keys[a]
+        b = a - 1
+        while b >= 0 and keys[order[b]] > key:
+            order[b + 1] = order[b]
+            b -= 1
+        order[b + 1] = a
+
+
+@njit(cache=True)
 def _easy_shadow(
     t: int,
     head_procs: int,
@@ -167,15 +183,23 @@ def _easy_shadow(
     dist_cover: Any,
     alpha: float,
     conditional: bool,
+    ends: Any,
+    order: Any,
 ) -> tuple[int, int]:
-    """The head's reservation (shadow time) and the processors spare at that time."""
+    """The head's reservation (shadow time) and the processors spare at that time.
+
+    ``ends`` and ``order`` are scratch space (at least one slot per running job), so
+    nothing is allocated per event. Ties among the ends may come out in any order: all
+    jobs ending at the shadow time are counted whatever their order."""
     n_running = len(running)
-    ends = np.empty(n_running, dtype=np.int64)
     for k in range(n_running):
         ends[k] = _estimated_end(
             running[k], t, start, est, req, dist_s, dist_cover, alpha, conditional
         )
-    order = np.argsort(ends)
+    if n_running > _SMALL:
+        order = np.argsort(ends[:n_running])
+    else:
+        _rank(ends, order, n_running)
     available = free
     for i in range(n_running):
         k = order[i]
@@ -238,13 +262,20 @@ def _order_key(kind: int, j: int, t: int, submit: Any, est: Any, procs: Any) -> 
 
 @njit(cache=True)
 def _order_queue(
-    queue: Any, t: int, submit: Any, est: Any, procs: Any, kind: int, starve_s: int
+    queue: Any,
+    t: int,
+    submit: Any,
+    est: Any,
+    procs: Any,
+    kind: int,
+    starve_s: int,
+    keys: Any,
+    ids: Any,
 ) -> None:
     """Sort ``queue`` in place by ``kind``'s key; a job that has waited longer than
-    ``starve_s`` goes before all others, those in arrival order. Ties keep arrival order."""
+    ``starve_s`` goes before all others, those in arrival order. Ties keep arrival order.
+    ``keys`` and ``ids`` are scratch space, one slot per queued job at least."""
     n = len(queue)
-    keys = np.empty(n, dtype=np.float64)
-    ids = np.empty(n, dtype=np.int64)
     for k in range(n):
         j = queue[k]
         ids[k] = j
@@ -347,6 +378,14 @@ def _simulate(
     queue.pop()
     profile_times = np.empty(2 * n + 4, dtype=np.int64)
     profile_free = np.empty(2 * n + 4, dtype=np.int64)
+    # Scratch space for the per-event sorts (queue, running jobs, backfill candidates):
+    # allocated once, as events are many (two per job) and their sorts short.
+    scratch_keys = np.empty(n + 1, dtype=np.float64)
+    scratch_ids = np.empty(n + 1, dtype=np.int64)
+    scratch_ends = np.empty(n + 1, dtype=np.int64)
+    scratch_order = np.empty(n + 1, dtype=np.int64)
+    picked = np.empty(n + 1, dtype=np.int64)
+    chosen = np.zeros(n + 1, dtype=np.bool_)
 
     free = machine
     arrived = 0
@@ -433,7 +472,9 @@ def _simulate(
                     break
             if not fits:
                 continue
-            _order_queue(queue, t, submit, est, procs, queue_kind, starve_s)
+            _order_queue(
+                queue, t, submit, est, procs, queue_kind, starve_s, scratch_keys, scratch_ids
+            )
         while len(queue) > 0 and procs[queue[0]] <= free:
             j = queue.pop(0)
             _start_job(j, t, run, req, start, end, killed, heap, running)
@@ -467,6 +508,8 @@ def _simulate(
             dist_cover,
             alpha,
             conditional,
+            scratch_ends,
+            scratch_order,
         )
         if head_reservation[head] < 0:
             head_reservation[head] = shadow
@@ -497,8 +540,7 @@ def _simulate(
             continue
         # Only candidates that could start now: free processors and spare ones at the
         # shadow only shrink as candidates start, so one that fails now fails later too.
-        picked = np.empty(len(queue), dtype=np.int64)
-        keys = np.empty(len(queue), dtype=np.float64)
+        keys = scratch_keys
         count = 0
         for k in range(1, len(queue)):
             j = queue[k]
@@ -510,10 +552,15 @@ def _simulate(
                 count += 1
         if count == 0:
             continue
-        keys = keys[:count]
-        chosen = np.zeros(count, dtype=np.bool_)
-        ranked = np.zeros(1, dtype=np.int64) if count == 1 else np.argsort(keys, kind="mergesort")
-        for m in ranked:
+        # Stable: equal keys keep queue order.
+        if count > _SMALL:
+            ranked = np.argsort(keys[:count], kind="mergesort")
+        else:
+            ranked = scratch_order
+            _rank(keys, ranked, count)
+        chosen[:count] = False
+        for r in range(count):
+            m = ranked[r]
             if free == 0:
                 break
             j = queue[picked[m]]
