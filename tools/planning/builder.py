@@ -34,7 +34,14 @@ from tools.planning.estimation import Candidate
 from tools.planning.queue import Availability, QueueModel
 from tools.planning.results import Infeasible, PlannedOption
 
-__all__ = ["BuildContext", "PlanningConfig", "build_plan", "infeasible", "job_request"]
+__all__ = [
+    "BuildContext",
+    "PlanningConfig",
+    "build_plan",
+    "gpu_memory_bound",
+    "infeasible",
+    "job_request",
+]
 
 _GB = 1024
 
@@ -123,7 +130,7 @@ def job_request(
 _GPU_FAMILY = re.compile(r"\b(?:[A-Z]\d{2,3}|RTX ?\d{4})\b")  # V100, A100, K80, RTX 5000
 
 
-def _gpu_memory_bound(candidate: Candidate) -> tuple[float | None, bool]:
+def gpu_memory_bound(candidate: Candidate) -> tuple[float | None, bool]:
     """(GPU memory, exact): the catalog's figure, else the largest same-family GPU's."""
     gpu = candidate.node_type.gpu
     if gpu is None:
@@ -288,7 +295,7 @@ def build_plan(
             )
     elif candidate.gpus_per_node and estimate.gpu_memory_mb is not None and gpu is not None:
         need = estimate.gpu_memory_mb.point
-        capacity, exact = _gpu_memory_bound(candidate)
+        capacity, exact = gpu_memory_bound(candidate)
         batch = candidate.batch_size
         per_gpu = f" (batch {math.ceil(batch / candidate.gpus)} per GPU)" if batch else ""
         if capacity is None:

@@ -1,6 +1,6 @@
-"""GPU options in the estimator chain: white-box GPU memory on every answer, the
-per-operator time model only where its validation error beats the fallback's, and an
-option whose peak exceeds the GPU refused with the GPU, the MiB needed and available."""
+"""GPU options in the estimator chain: white-box GPU memory where it can change the
+verdict, the per-operator time model only where its validation error beats the
+fallback's, and an option whose peak exceeds the GPU refused with the GPU and its size."""
 
 from __future__ import annotations
 
@@ -8,13 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from knowledge_base.records import ResourceEstimate
+from knowledge_base.catalog import GPUSpec
+from knowledge_base.records import GpuMemoryPeak, Interval, ResourceEstimate
 from knowledge_base.seed import load_seed_catalog
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from knowledge_base.workload import DNNTraining, Goals, WorkloadSpec
 from tools.estimators.gpu.planner import GpuOpCostEstimator
 from tools.estimators.gpu.selection import choose_opcost
-from tools.estimators.gpu_memory.planner import WhiteBoxGpuMemory
+from tools.estimators.gpu_memory.planner import (
+    WHITE_BOX_RATIO,
+    WhiteBoxGpuMemory,
+    white_box_needed,
+)
 from tools.planning import hardware
 from tools.planning.chain import EstimatorChain
 from tools.planning.service import plan_workload
@@ -59,9 +64,28 @@ def test_the_rule_uses_the_per_operator_model_only_when_its_error_is_lower() -> 
     assert worse.fallback_error == hardware.GAVEL_FIT_LOGO_MAPE
 
 
-async def test_gpu_options_carry_white_box_memory_and_say_which_time_model_and_why(
-    sqlite_kb: SQLiteKnowledgeBase,
+class _CountedPeaks:
+    """Counts the white-box memory traces the planner asks for (the real ones answer)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from tools.estimators.gpu import workload_trace
+
+        self.calls: list[tuple[int, int]] = []
+        real = workload_trace.memory_peak
+
+        def counted(workload: DNNTraining, batch: int, gpus: int, gpu: GPUSpec) -> GpuMemoryPeak:
+            self.calls.append((batch, gpus))
+            return real(workload, batch, gpus, gpu)
+
+        monkeypatch.setattr(workload_trace, "memory_peak", counted)
+
+
+async def test_gpu_options_far_from_capacity_keep_analytic_memory_and_trace_nothing(
+    sqlite_kb: SQLiteKnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Batch 64 of the small CNN: ~1 GB analytic against 16 GB P100s, so no option can
+    change its verdict with the white-box peak and none is traced."""
+    peaks = _CountedPeaks(monkeypatch)
     chain = EstimatorChain(sqlite_kb)
     spec = _spec()
     catalog = load_seed_catalog()
@@ -71,19 +95,43 @@ async def test_gpu_options_carry_white_box_memory_and_say_which_time_model_and_w
     gpu = [o for o in selection.ranked if o.option.gpus_per_node]
     cpu = [o for o in selection.ranked if not o.option.gpus_per_node]
     assert gpu and cpu
+    assert peaks.calls == []
     choice = chain.gpu_time_choice()
     for option in gpu:
+        assert option.estimate.gpu_memory is None
+        assert option.estimate.gpu_memory_mb is not None
+        assert "GPU memory analytic" in option.estimate.label
+        assert "far below the GPU's 16,384 MiB: no white-box trace" in option.estimate.label
+        if not choice.use:
+            assert choice.reason in option.estimate.label
+    assert all(o.estimate.gpu_memory is None for o in cpu)
+    if not choice.use:
+        assert choice.reason in chain.unavailable()
+
+
+async def test_gpu_options_near_capacity_get_the_white_box_verdict(
+    sqlite_kb: SQLiteKnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batch 24,000: analytic ~16 GB per P100 (16 GB), where the analytic model cannot
+    tell; the white-box peak (26 GB on one GPU) refuses one GPU and passes two."""
+    peaks = _CountedPeaks(monkeypatch)
+    chain = EstimatorChain(sqlite_kb)
+    spec = _spec(batch=24_000, gpu_only=True)
+    catalog = load_seed_catalog()
+    selection = plan_workload(spec, catalog, await chain.estimators(spec, catalog))
+    assert (24_000, 1) in peaks.calls
+    refused = [i for i in selection.infeasible if i.constraint == "gpu_memory"]
+    assert refused
+    reason = refused[0].reason
+    assert "MiB of GPU memory" in reason and "NVIDIA Tesla P100" in reason
+    assert "has 16,384 MiB" in reason and "CUDA context" in reason
+    for option in selection.ranked:
         peak = option.estimate.gpu_memory
         assert peak is not None and peak.fits is True
         assert peak.allocated_mib <= peak.reserved_mib < peak.total_mib
         assert option.estimate.gpu_memory_mb is not None
         assert option.estimate.gpu_memory_mb.point == peak.total_mib
         assert "GPU memory white-box" in option.estimate.label
-        if not choice.use:
-            assert choice.reason in option.estimate.label
-    assert all(o.estimate.gpu_memory is None for o in cpu)
-    if not choice.use:
-        assert choice.reason in chain.unavailable()
 
 
 async def test_the_chain_puts_the_per_operator_model_in_when_it_wins(
@@ -101,22 +149,54 @@ async def test_the_chain_puts_the_per_operator_model_in_when_it_wins(
         if option.estimate.estimator_id.startswith("gpu-opcost"):
             assert isinstance(option.estimate, ResourceEstimate)
             assert "below the analytic fallback's" in option.estimate.label
-            assert option.estimate.gpu_memory is not None
+            assert "GPU memory analytic" in option.estimate.label  # 1 GB of 16: untraced
     assert chain.unavailable() == []
 
 
-async def test_an_option_whose_peak_exceeds_the_gpu_is_infeasible_naming_gpu_and_mib(
-    sqlite_kb: SQLiteKnowledgeBase,
+async def test_an_option_far_above_the_gpu_is_refused_by_the_analytic_model_untraced(
+    sqlite_kb: SQLiteKnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Batch 2**17: analytic 80 GB per P100; the white-box peak (136 GB) cannot bring it
+    under 16 GB, so the option is refused without a trace (neither memory nor, with the
+    per-operator time model in the chain, kernels), naming the GPU and sizes."""
+    from tools.estimators.gpu import workload_trace
+
+    peaks = _CountedPeaks(monkeypatch)
+    kernels: list[int] = []
+    real_kernels = workload_trace.kernels_at
+
+    def counted_kernels(workload: DNNTraining, batch: int) -> object:
+        kernels.append(batch)
+        return real_kernels(workload, batch)
+
+    monkeypatch.setattr(workload_trace, "kernels_at", counted_kernels)
     chain = EstimatorChain(sqlite_kb)
+    monkeypatch.setattr(chain, "_gpu_choice", choose_opcost({"validation": {"e2e_mape": 0.01}}))
     spec = _spec(batch=2**17, gpu_only=True)
     catalog = load_seed_catalog()
     selection = plan_workload(spec, catalog, await chain.estimators(spec, catalog))
     refused = [i for i in selection.infeasible if i.constraint == "gpu_memory"]
-    assert refused
+    assert refused and not selection.ranked
+    assert (2**17, 1) not in peaks.calls and 2**17 not in kernels
     reason = refused[0].reason
-    assert "MiB of GPU memory" in reason and "NVIDIA Tesla P100" in reason
-    assert "has 16,384 MiB" in reason and "CUDA context" in reason
+    assert "of GPU memory (batch 131072 per GPU)" in reason
+    assert "NVIDIA Tesla P100 (Pascal) has 16 GB" in reason
+
+
+def test_white_box_is_needed_only_where_it_can_change_the_verdict() -> None:
+    low, high = WHITE_BOX_RATIO
+    capacity = 16_384.0
+
+    def analytic(point: float) -> Interval:
+        return Interval(point=point, low=0.7 * point, high=1.4 * point)
+
+    assert white_box_needed(None, capacity) is not None  # the analytic model declined
+    assert white_box_needed(analytic(1_000), None) is None  # nothing to check against
+    assert white_box_needed(analytic(capacity / high * 0.99), capacity) is None
+    assert white_box_needed(analytic(capacity / low * 1.01), capacity) is None
+    for point in (capacity / high * 1.01, capacity, capacity / low * 0.99):
+        reason = white_box_needed(analytic(point), capacity)
+        assert reason is not None and "16,384 MiB" in reason
 
 
 def test_gavel_roofline_walltime_uses_the_analytic_start_up_range() -> None:

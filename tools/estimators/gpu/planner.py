@@ -7,6 +7,9 @@ derived from two traces), memory and the option's shape from the analytic estima
 (``tools.estimators.gpu_memory.planner`` puts the white-box GPU memory on top). It
 declines, with the reason, what it does not model: mixed precision (its kernels are
 FP32), CPU-only options, workloads that do not trace; the planner then falls through.
+So does an option whose analytic GPU memory is far above the GPU's
+(``gpu_memory.planner.far_above_capacity``): refused for memory whatever its time, it is
+not worth the kernels' trace.
 The chain puts it in only where ``selection.choose_opcost`` says its validation error
 beats the fallback's.
 """
@@ -20,6 +23,7 @@ from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import Interval, ResourceEstimate
 from knowledge_base.workload import DNNTraining, Optimizer, Precision
 from tools.estimators.gpu.correction import GpuStepCorrection
+from tools.estimators.gpu_memory.planner import far_above_capacity
 from tools.planning import hardware
 from tools.planning.analytic import (
     STARTUP_LOW_S,
@@ -27,6 +31,7 @@ from tools.planning.analytic import (
     STARTUP_S,
     AnalyticDNNEstimator,
 )
+from tools.planning.builder import gpu_memory_bound
 from tools.planning.estimation import Candidate, NoEstimate, Workload
 
 __all__ = ["GpuOpCostEstimator"]
@@ -75,6 +80,10 @@ class GpuOpCostEstimator:
         gpu = candidate.node_type.gpu
         if gpu is None:
             return NoEstimate("gpu-opcost: the catalog does not name this GPU")
+        if far_above_capacity(base.gpu_memory_mb, gpu_memory_bound(candidate)[0]):
+            # Refused for its memory whatever the time: the fallback's answer says so
+            # without the kernels' trace.
+            return NoEstimate("gpu-opcost: the option's GPU memory is far above the GPU's")
         from tools.estimators.gpu.specs import spec_for_catalog_gpu
 
         try:
