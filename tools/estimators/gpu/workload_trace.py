@@ -8,8 +8,9 @@ and class count) and every batch size is derived from two traces (shapes grow li
 in the batch dimension; ``tools.estimators.gpu_memory.scaled`` for the allocation
 sequence, ``_affine_kernels`` here for the kernels), with bounded LRU caches of the
 traces and of the answers. A model that does not trace is remembered too, with its
-error, so a second request does not trace it again. The allocation traces also persist
-on disk (``trace_dir``), so a new process (each ``rightsize plan``) reads them back.
+error, so a second request does not trace it again. The allocation and kernel traces
+also persist on disk (``trace_dir``), so a new process (each ``rightsize plan``) reads
+them back.
 """
 
 from __future__ import annotations
@@ -421,6 +422,94 @@ def _affine_kernels(first: GpuKernels, second: GpuKernels) -> bool:
     return True
 
 
+# Kernel traces persist like the allocation traces (``trace_dir``), keyed by the step key
+# and the code that produced them (the tracer, the kernel list, the zoo, torch's version):
+# the per-operator time model's first answer of a model costs its two traces once.
+_KERNEL_DIGEST: list[str] = []
+
+
+def _kernel_code_digest() -> str:
+    if not _KERNEL_DIGEST:
+        import torch
+
+        from tools.estimators.gpu import features, ops, trace
+        from tools.profiling import zoo
+
+        digest = hashlib.sha256(torch.__version__.encode())
+        sources = [Path(m.__file__ or "") for m in (trace, ops, features)]
+        sources += sorted(Path(zoo.__file__ or "").parent.glob("*.py"))
+        for source in sources:
+            digest.update(source.read_bytes())
+        _KERNEL_DIGEST.append(digest.hexdigest())
+    return _KERNEL_DIGEST[0]
+
+
+def _kernels_path(key: StepKey) -> Path | None:
+    folder = trace_dir()
+    if folder is None:
+        return None
+    name = hashlib.sha256(f"kernels|{key!r}|{_kernel_code_digest()}".encode()).hexdigest()[:32]
+    return folder / f"kernels-{name}.json"
+
+
+def _kernels_json(kernels: GpuKernels) -> dict[str, object]:
+    return {"dims": kernels.dims, "factor": kernels.factor, "backward": kernels.backward}
+
+
+def _kernels_from_json(document: dict[str, object]) -> GpuKernels:
+    dims, factor, backward = document["dims"], document["factor"], document["backward"]
+    if not (isinstance(dims, dict) and isinstance(factor, dict) and isinstance(backward, dict)):
+        raise ValueError("not a kernel trace document")
+    kernels = GpuKernels()
+    if set(dims) != set(kernels.dims) or set(factor) != set(dims) or set(backward) != set(dims):
+        raise ValueError("operator classes differ from this code's")
+    for c, cols in kernels.dims.items():
+        rows = len(factor[c])
+        if set(dims[c]) != set(cols) or len(backward[c]) != rows:
+            raise ValueError(f"inconsistent columns of {c}")
+        for d in cols:
+            if len(dims[c][d]) != rows:
+                raise ValueError(f"inconsistent column {c}.{d}")
+            cols[d] = [float(v) for v in dims[c][d]]
+        kernels.factor[c] = [float(v) for v in factor[c]]
+        kernels.backward[c] = [bool(v) for v in backward[c]]
+    return kernels
+
+
+def _kernels_load(key: StepKey) -> _AffineKernels | None:
+    path = _kernels_path(key)
+    if path is None or not path.is_file():
+        return None
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        return _AffineKernels(
+            _kernels_from_json(document["first"]),
+            _kernels_from_json(document["second"]),
+            int(document["parameters"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("GPU kernel trace cache %s unreadable (%s): tracing again", path, exc)
+        return None
+
+
+def _kernels_store(key: StepKey, found: _AffineKernels) -> None:
+    path = _kernels_path(key)
+    if path is None:
+        return
+    document = {
+        "first": _kernels_json(found.first),
+        "second": _kernels_json(found.second),
+        "parameters": found.parameters,
+    }
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(document), encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:  # a read-only home: the process cache still works
+        log.warning("GPU kernel trace cache %s not written: %s", path, exc)
+
+
 _KERNELS: _Lru[StepKey, object] = _Lru(16)
 _KERNELS_AT: _Lru[tuple[StepKey, int], tuple[GpuKernels, int]] = _Lru(256)
 
@@ -433,6 +522,9 @@ def kernels_at(workload: DNNTraining, batch: int) -> tuple[GpuKernels, int]:
     key = step_key(workload)
 
     def traced() -> object:
+        stored = _kernels_load(key)
+        if stored is not None:
+            return stored
         try:
             build = task_factory(workload)
             first, parameters = _trace_kernels(build, KERNEL_BATCHES[0])
@@ -440,7 +532,9 @@ def kernels_at(workload: DNNTraining, batch: int) -> tuple[GpuKernels, int]:
         except InvalidInputError as exc:
             return exc
         if _affine_kernels(first, second):
-            return _AffineKernels(first, second, parameters)
+            found = _AffineKernels(first, second, parameters)
+            _kernels_store(key, found)
+            return found
         return build
 
     def make() -> tuple[GpuKernels, int]:

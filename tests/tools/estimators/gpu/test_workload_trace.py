@@ -171,6 +171,28 @@ def test_a_new_process_reads_the_traces_back_from_disk(
         memory_peak(_workload(), 32, 1, V100_16GB)
 
 
+def test_a_new_process_reads_the_kernel_traces_back_from_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = kernels_at(_workload(), 24)
+    [stored] = list((tmp_path / "traces").glob("kernels-*.json"))
+    clear_caches()  # what a new process starts with
+
+    def no_trace(*args: object, **kwargs: object) -> None:
+        raise AssertionError("traced again")
+
+    monkeypatch.setattr(workload_trace, "_trace_kernels", no_trace)
+    again = kernels_at(_workload(), 24)
+    assert again[1] == first[1]
+    assert again[0].dims == first[0].dims and again[0].factor == first[0].factor
+    assert again[0].backward == first[0].backward
+    # a damaged file is traced again (here: the trace is refused, so the error shows it)
+    stored.write_text('{"first": {"dims": 1}}')
+    clear_caches()
+    with pytest.raises(AssertionError, match="traced again"):
+        kernels_at(_workload(), 24)
+
+
 def test_off_keeps_nothing_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TRACE_DIR_ENV, "off")
     monkeypatch.setenv("RIGHTSIZE_HOME", str(tmp_path / "home"))
