@@ -52,7 +52,9 @@ def main() -> int:
     parser.add_argument("--only", default="", help="Only traces whose file name has this")
     args = parser.parse_args()
     rows = []
-    for trace in sorted(args.traces.glob(f"*{args.only}*.swf.gz")):
+    # "**" is not a pattern pathlib accepts, so no --only is plain "*.swf.gz".
+    pattern = f"*{args.only}*.swf.gz" if args.only else "*.swf.gz"
+    for trace in sorted(args.traces.glob(pattern)):
         began = time.perf_counter()
         workload = load_swf(trace)
         load_s = time.perf_counter() - began
