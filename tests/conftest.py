@@ -10,7 +10,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import shutil
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,35 @@ def missing_service(reason: str) -> None:
     if IN_CI:
         pytest.fail(f"{reason} (CI=true: required)")
     pytest.skip(reason)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Tests never write the user's ``~/.rightsize``: the session gets its own home, whose
+    ``gpu_traces`` the session's tests share (a model's GPU step is traced once per worker,
+    not once per test). A test that needs its own home still sets ``RIGHTSIZE_HOME``."""
+    home = tmp_path_factory.mktemp("rightsize-home")
+    names = ("RIGHTSIZE_HOME", "RIGHTSIZE_GPU_TRACES")
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ["RIGHTSIZE_HOME"] = str(home)
+    os.environ["RIGHTSIZE_GPU_TRACES"] = str(home / "gpu_traces")
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture(autouse=True)
+def _slurm_only_where_marked(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test not marked ``slurm`` does not see the local cluster (no ``SLURM_CONF``):
+    scripts/test.sh runs the ``slurm`` tests beside the rest, and an ``auto`` executor in
+    some other test would otherwise submit to the node they are timing."""
+    if request.node.get_closest_marker("slurm") is None:
+        monkeypatch.delenv("SLURM_CONF", raising=False)
 
 
 @pytest.fixture(scope="session")
