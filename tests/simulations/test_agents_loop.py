@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from agents.eventlog import EventLogReader
 from knowledge_base.errors import InvalidInputError
+from rightsize import output
 from rightsize.cli import app
 from simulations.agents_loop import compare_with_agents, replay_plain, window
 from simulations.replay import replay
@@ -136,12 +137,15 @@ def test_cli_reports_both_columns(shared_data: Path) -> None:
 
 
 def test_cli_extension_in_place_reports_easy_user_easy_pp_and_agents_on_one_window(
-    shared_data: Path,
+    shared_data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     trace = shared_data / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz"
     args = ["simulate", "--trace", str(trace), "--agents", "--agents-jobs", "15"]
     args += ["--agents-history", "1200", "--extend-in-place"]
-    table = runner.invoke(app, args, env={"COLUMNS": "200"})
+    # The console reads COLUMNS once, when rightsize.output is first imported (often by
+    # an earlier test): widen it for this test, or row labels are cut ("exten…").
+    monkeypatch.setattr(output.console, "_width", 200)
+    table = runner.invoke(app, args)
     assert table.exit_code == 0, table.output
     rows = {line.split("│")[1].strip(): line for line in table.stdout.splitlines() if "│" in line}
     assert {"EASY-user", "EASY++", "agents + extension"} <= set(rows)
