@@ -25,7 +25,9 @@ def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
 async def test_what_if_calls_are_timed_and_scraped_from_loopback(
     http_server: HttpServer,
 ) -> None:
-    async with http_client(http_server.url, http_server.tokens["bob"]) as bob:
+    # The first what-if of ResNet-50 traces its GPU step for the per-operator time model
+    # (about 7 s of CPU here, more on a loaded machine): longer than httpx's 5 s default.
+    async with http_client(http_server.url, http_server.tokens["bob"], 120.0) as bob:
         data(await bob.call_tool("what_if", {"workload": resnet_spec("bob"), "top": 2}))
         data(await bob.call_tool("list_systems", {}))
     url = http_server.url.removesuffix("/mcp") + "/metrics"

@@ -51,9 +51,14 @@ def error_text(result: Any) -> str:
     return text
 
 
-def http_client(url: str, token: str | None) -> Client:
+def http_client(url: str, token: str | None, read_timeout_s: float = 5.0) -> Client:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers)))
+    timeout = httpx2.Timeout(5.0, read=read_timeout_s)
+    return Client(
+        streamable_http_client(
+            url, http_client=httpx2.AsyncClient(headers=headers, timeout=timeout)
+        )
+    )
 
 
 async def add_jobs(url: str) -> None:
