@@ -153,7 +153,9 @@ async def test_one_agent_per_process_on_kafka_answers_and_stops_on_sigterm(
         assert answer is not None, (tmp_path / "estimation.log").read_text()[-2000:]
         assert answer.plan_id == "k1" and answer.estimates
         process.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(process.wait, 30) == 0
+        code = await asyncio.to_thread(process.wait, 30)
+        log.flush()
+        assert code == 0, (tmp_path / "estimation.log").read_text()[-3000:]
     finally:
         if process.poll() is None:
             process.kill()
