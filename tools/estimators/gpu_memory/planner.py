@@ -33,7 +33,8 @@ WHITE_BOX_RATIO = (0.5, 2.5)
 no trace. Measured (fake-tensor traces, V100 32 GB, SGD and Adam, batch 8/64/256): the
 ten zoo models 0.66 (vit_small) to 1.97 (vgg11 at 256); the per-sample growth between
 batch 64 and 256, which a larger batch tends to, up to 2.28 (vgg11; lstm 2.11); the
-small CNN model file 1.56-1.71 (batch 8,192 to 131,072). docs/planning.md has the table."""
+small CNN model file 1.56-1.71 (batch 8,192 to 131,072). ``benchmarks/white_box_ratio.py``
+prints them; docs/estimators.md section 7 has the table."""
 
 
 def far_above_capacity(analytic: Interval | None, capacity_mib: float | None) -> bool:
