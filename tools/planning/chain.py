@@ -149,21 +149,23 @@ class EstimatorChain:
     def gpu_time_choice(self) -> OpCostChoice:
         """Whether GPU options get the per-operator time model (read once per process)."""
         if self._gpu_choice is None:
-            from tools.estimators.gpu.estimator import load_step_model
-            from tools.estimators.gpu.selection import choose_opcost
+            from tools.estimators.gpu.selection import choose_opcost, read_meta
 
+            # The metadata decides; the model (and torch with it) loads only when chosen.
+            found = self._correction
             try:
-                model = load_step_model()
-            except (InvalidInputError, KeyError, TypeError, ValueError) as exc:
-                log.warning("per-operator GPU model cannot be loaded: %s", exc)
-                self._gpu_choice = choose_opcost(None)
-            else:
-                found = self._correction
-                self._gpu_choice = choose_opcost(
-                    model.meta,
-                    model.estimator_id,
-                    correction=(found[0], found[2]) if found is not None else None,
+                meta, model_id = read_meta()
+                choice = choose_opcost(
+                    meta, model_id, correction=(found[0], found[2]) if found else None
                 )
+                if choice.use:
+                    from tools.estimators.gpu.estimator import load_step_model
+
+                    load_step_model()
+            except (InvalidInputError, KeyError, TypeError, ValueError, OSError) as exc:
+                log.warning("per-operator GPU model cannot be loaded: %s", exc)
+                choice = choose_opcost(None)
+            self._gpu_choice = choice
         return self._gpu_choice
 
     async def _load_correction(self) -> None:

@@ -199,6 +199,72 @@ def test_white_box_is_needed_only_where_it_can_change_the_verdict() -> None:
         assert reason is not None and "16,384 MiB" in reason
 
 
+_NO_TORCH_PLAN = """
+import asyncio, json, sys
+from pathlib import Path
+from knowledge_base.seed import load_seed_catalog
+from knowledge_base.sqlite import SQLiteKnowledgeBase
+from knowledge_base.workload import DNNTraining, Goals, WorkloadSpec
+from tools.estimators.gpu import selection
+from tools.planning.chain import EstimatorChain
+from tools.planning.service import plan_workload
+
+folder = Path(sys.argv[1])
+selection.MODEL_PATH = folder / "opcost.json"
+meta = {"version": "t", "validation": {"e2e_mape": 0.9}}  # 90%: not chosen
+selection.MODEL_PATH.write_text(json.dumps({"meta": meta}))
+spec = WorkloadSpec(
+    name="r50", user="alice",
+    workload=DNNTraining(model="resnet50", dataset_samples=5000, epochs=1, batch_sizes=[32]),
+    goals=Goals(systems=["owens"], gpu_only=True),
+)
+
+async def main():
+    async with SQLiteKnowledgeBase(folder / "kb.db") as kb:
+        chain = EstimatorChain(kb)
+        catalog = load_seed_catalog()
+        selection_ = plan_workload(spec, catalog, await chain.estimators(spec, catalog))
+    labels = [o.estimate.label for o in selection_.ranked]
+    print(json.dumps({"torch": "torch" in sys.modules, "labels": labels}))
+
+asyncio.run(main())
+"""
+
+
+def test_a_plan_that_needs_no_trace_does_not_import_torch(tmp_path: Path) -> None:
+    """ResNet-50 at batch 32 (~5 GB analytic) on 16 GB P100s, with a per-operator model
+    that is not chosen: nothing is traced, so torch (seconds of CPU) is never imported.
+    A new process: this one has torch loaded already."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_TORCH_PLAN, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["labels"]
+    assert all("GPU memory analytic" in label for label in found["labels"])
+    assert all("not used" in label for label in found["labels"])
+    assert found["torch"] is False
+
+
+def test_the_light_metadata_read_agrees_with_the_loaded_model() -> None:
+    from tools.estimators.gpu.estimator import DEFAULT_MODEL_PATH, load_step_model
+    from tools.estimators.gpu.selection import MODEL_PATH, read_meta
+
+    assert MODEL_PATH == DEFAULT_MODEL_PATH
+    meta, model_id = read_meta()
+    model = load_step_model()
+    assert meta == model.meta and model_id == model.estimator_id
+
+
 def test_gavel_roofline_walltime_uses_the_analytic_start_up_range() -> None:
     """The trained GPU estimators add the analytic model's start-up (10/30/120 s), not a
     fixed 120 s of their own (their point was 90 s long before)."""

@@ -11,14 +11,26 @@ missing or unreadable figure means the per-operator model is not used, with that
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tools.planning import hardware
 
-__all__ = ["FALLBACK_ERROR_KEYS", "OPCOST_ERROR_KEYS", "OpCostChoice", "choose_opcost"]
+__all__ = [
+    "FALLBACK_ERROR_KEYS",
+    "MODEL_PATH",
+    "OPCOST_ERROR_KEYS",
+    "OpCostChoice",
+    "choose_opcost",
+    "read_meta",
+]
+
+MODEL_PATH = Path(__file__).resolve().parents[3] / "data" / "gpu_models" / "opcost.json"
+"""The shipped model (``estimator.DEFAULT_MODEL_PATH``; a test checks they agree)."""
 
 OPCOST_ERROR_KEYS = ("logo_mape", "e2e_mape")
 FALLBACK_ERROR_KEYS = ("analytic_e2e_mape", "fallback_e2e_mape")
@@ -96,3 +108,14 @@ def choose_opcost(
         error,
         fallback,
     )
+
+
+def read_meta(path: Path | None = None) -> tuple[dict[str, Any], str]:
+    """The model file's ``meta`` and estimator id, read without loading the model (its
+    kernels' module imports torch, seconds of CPU a plan that does not use it should not
+    pay); ValueError/OSError when the file cannot be read."""
+    document = json.loads((path or MODEL_PATH).read_text(encoding="utf-8"))
+    meta = document.get("meta") if isinstance(document, dict) else None
+    if not isinstance(meta, dict):
+        raise ValueError("the GPU cost model records no meta")
+    return meta, f"gpu-opcost-{meta.get('version', 'dev')}"  # GpuStepModel.estimator_id
