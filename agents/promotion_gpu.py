@@ -26,7 +26,6 @@ from pydantic import Field
 
 from agents.events import Envelope, EstimatorDecision, EstimatorPromoted
 from agents.runtime import Action, Emit
-from knowledge_base.catalog import Catalog, GPUSpec
 from knowledge_base.errors import NotFoundError
 from knowledge_base.records import (
     EstimatorRecord,
@@ -49,13 +48,13 @@ from tools.estimators.gpu.correction import (
     measurement_record,
     rows_from_records,
 )
+from tools.estimators.gpu.specs import catalog_gpus
 from tools.planning.analytic import STARTUP_POINT_S
 
 __all__ = [
     "DNN_RUNTIME_TARGET",
     "GPU_TARGETS",
     "RetrainGpuStep",
-    "catalog_gpus",
     "record_finished_gpu_job",
     "retrain_gpu",
 ]
@@ -66,16 +65,6 @@ GPU_TARGETS = (DNN_RUNTIME_TARGET, GPU_CORRECTION_TARGET)
 
 class RetrainGpuStep(Action):
     reason: str = Field(min_length=1)
-
-
-def catalog_gpus(catalog: Catalog) -> dict[str, GPUSpec]:
-    """Every GPU model the catalog's node types carry, by its name."""
-    found: dict[str, GPUSpec] = {}
-    for name in catalog.names():
-        for node in catalog.system(name).node_types:
-            if node.gpu is not None:
-                found.setdefault(node.gpu.model, node.gpu)
-    return found
 
 
 def _write(path: Path, text: str) -> None:

@@ -262,8 +262,8 @@ def main() -> int:
 
     # Time of one estimate: one model on every GPU model of the seeded catalog.
     from knowledge_base.catalog import Catalog
-    from tools.estimators.gpu.answer import catalog_gpus
     from tools.estimators.gpu.estimator import load_step_model
+    from tools.estimators.gpu.specs import catalog_gpus
 
     catalog = Catalog.model_validate_json(
         (REPO / "knowledge_base/seed/catalog.json").read_text(encoding="utf-8")

@@ -23,7 +23,7 @@ from agents.events import (
 )
 from agents.profiling import PROFILE_TARGET
 from agents.promotion import ModelPromotion
-from agents.promotion_gpu import DNN_RUNTIME_TARGET, catalog_gpus
+from agents.promotion_gpu import DNN_RUNTIME_TARGET
 from knowledge_base.records import (
     EstimatorStatus,
     JobRecord,
@@ -44,6 +44,7 @@ from tools.estimators.gpu.correction import (
     predicted_step_s,
 )
 from tools.estimators.gpu.planner import GpuOpCostEstimator
+from tools.estimators.gpu.specs import catalog_gpus
 from tools.estimators.gpu_memory.planner import WhiteBoxGpuMemory
 from tools.planning.chain import EstimatorChain
 from tools.planning.service import plan_workload

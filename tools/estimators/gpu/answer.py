@@ -19,17 +19,21 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from knowledge_base.catalog import Catalog, GPUSpec
+from knowledge_base.catalog import Catalog
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.gpu.estimator import GpuStepModel, Quantiles, load_step_model
-from tools.estimators.gpu.specs import GpuSpec, load_spec_file, spec_for_catalog_gpu
+from tools.estimators.gpu.specs import (
+    GpuSpec,
+    catalog_gpus,
+    load_spec_file,
+    spec_for_catalog_gpu,
+)
 from tools.planning.analytic import STARTUP_LOW_S, STARTUP_POINT_S, STARTUP_S
 from tools.profiling.zoo.registry import TrainingTask
 
 __all__ = [
     "GpuMemoryMib",
     "GpuOptionEstimate",
-    "catalog_gpus",
     "gpu_option_estimates",
     "gpu_targets",
 ]
@@ -66,16 +70,6 @@ class GpuOptionEstimate(BaseModel):
     iterations: int
     validation_mape: float | None = None
     note: str = ""
-
-
-def catalog_gpus(catalog: Catalog) -> dict[str, GPUSpec]:
-    """Every GPU model the catalog's node types carry, by its name."""
-    found: dict[str, GPUSpec] = {}
-    for name in catalog.names():
-        for node in catalog.system(name).node_types:
-            if node.gpu is not None:
-                found.setdefault(node.gpu.model, node.gpu)
-    return found
 
 
 def gpu_targets(

@@ -18,12 +18,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from knowledge_base.catalog import GPUSpec
+from knowledge_base.catalog import Catalog, GPUSpec
 from knowledge_base.errors import InvalidInputError
 
 __all__ = [
     "SPEC_FIELDS",
     "GpuSpec",
+    "catalog_gpus",
     "load_spec_file",
     "spec_for_catalog_gpu",
     "spec_from_mapping",
@@ -140,3 +141,13 @@ def spec_for_catalog_gpu(gpu: GPUSpec) -> GpuSpec:
         field="gpu.model",
         value=gpu.model,
     )
+
+
+def catalog_gpus(catalog: Catalog) -> dict[str, GPUSpec]:
+    """Every GPU model the catalog's node types carry, by its name."""
+    found: dict[str, GPUSpec] = {}
+    for name in catalog.names():
+        for node in catalog.system(name).node_types:
+            if node.gpu is not None:
+                found.setdefault(node.gpu.model, node.gpu)
+    return found
