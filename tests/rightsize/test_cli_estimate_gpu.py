@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rightsize.cli import app
+from tests.rightsize.test_cli_estimate import _registry
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]
@@ -57,25 +58,6 @@ def test_gpu_spec_with_a_missing_field_names_it_and_exits_2(tmp_path: Path) -> N
 def test_unknown_gpu_name_lists_known_ones_and_exits_2() -> None:
     code, _, output = _estimate("--batch-size", "8", "--gpu", "Voodoo 5")
     assert code == 2 and "Voodoo 5" in output and "A100" in output
-
-
-def _registry(tmp_path: Path) -> list[str]:
-    import asyncio
-
-    from knowledge_base.sqlite import SQLiteKnowledgeBase
-
-    path = tmp_path / "home" / "rightsize.db"
-    if not path.exists():
-        return []
-
-    async def ids() -> list[str]:
-        kb = SQLiteKnowledgeBase(path)
-        try:
-            return [r.id for r in await kb.list_estimators()]
-        finally:
-            await kb.close()
-
-    return asyncio.run(ids())
 
 
 def test_entries_carry_white_box_gpu_memory_allocated_and_reserved(tmp_path: Path) -> None:
