@@ -38,7 +38,10 @@ def test_the_child_starts_from_the_parents_resident_set() -> None:
 
 
 def test_an_allocation_past_the_memory_limit_is_recorded_as_out_of_memory() -> None:
-    big = TINY.model_copy(update={"params": {"depth": 2, "width": 2048, "features": 2048}})
+    # 4096 x 4096 floats (64 MiB) a weight: past glibc's largest mmap threshold (32 MiB), so
+    # each is a new mapping the cap refuses. 2048 x 2048 (16 MiB) could come from heap the
+    # parent had freed but kept mapped, and once passed after other tests in the process.
+    big = TINY.model_copy(update={"params": {"depth": 2, "width": 4096, "features": 4096}})
     record = profile(big, memory_limit_mb=1).record
     assert record is not None and record.status is ProfileStatus.OUT_OF_MEMORY
 
