@@ -22,10 +22,10 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from knowledge_base.catalog import GPUSpec
 from knowledge_base.errors import InvalidInputError
@@ -279,19 +279,50 @@ def _readable(path: Path | None) -> list[Path]:
     return [path, SHIPPED_TRACES / path.name]
 
 
+def _sources_digest(modules: tuple[object, ...]) -> str:
+    """sha256 of torch's version, the modules' sources and the zoo's: what made a trace."""
+    import torch
+
+    from tools.profiling import zoo
+
+    digest = hashlib.sha256(torch.__version__.encode())
+    sources = [Path(getattr(m, "__file__", None) or "") for m in modules]
+    sources += sorted(Path(zoo.__file__ or "").parent.glob("*.py"))
+    for source in sources:
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
+def _read_json(path: Path | None, what: str) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Each readable cached document named like ``path`` (the cache, then the shipped);
+    the caller parses it and returns, or reads on when parsing raises."""
+    for candidate in _readable(path):
+        if not candidate.is_file():
+            continue
+        try:
+            yield candidate, json.loads(candidate.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            log.warning("%s cache %s unreadable (%s): tracing again", what, candidate, exc)
+
+
+def _write_json(path: Path | None, document: object, what: str) -> None:
+    """Write ``document`` whole or not at all (a temporary file renamed over ``path``)."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(document), encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:  # a read-only home: the process cache still works
+        log.warning("%s cache %s not written: %s", what, path, exc)
+
+
 def _code_digest() -> str:
     if not _CODE_DIGEST:
-        import torch
-
         from tools.estimators.gpu_memory import recorder, scaled
-        from tools.profiling import zoo
 
-        digest = hashlib.sha256(torch.__version__.encode())
-        sources = [Path(recorder.__file__), Path(scaled.__file__)]
-        sources += sorted(Path(zoo.__file__).parent.glob("*.py"))
-        for source in sources:
-            digest.update(source.read_bytes())
-        _CODE_DIGEST.append(digest.hexdigest())
+        _CODE_DIGEST.append(_sources_digest((recorder, scaled)))
     return _CODE_DIGEST[0]
 
 
@@ -306,12 +337,10 @@ def _disk_path(key: tuple[StepKey, str, str]) -> Path | None:
 def _disk_load(key: tuple[StepKey, str, str]) -> object | None:
     from tools.estimators.gpu_memory.scaled import ScalableSteps
 
-    for path in _readable(_disk_path(key)):
-        if not path.is_file():
-            continue
+    for path, document in _read_json(_disk_path(key), "GPU trace"):
         try:
-            return ScalableSteps.from_json(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return ScalableSteps.from_json(document)
+        except (ValueError, KeyError, TypeError) as exc:
             log.warning("GPU trace cache %s unreadable (%s): tracing again", path, exc)
     return None
 
@@ -319,16 +348,8 @@ def _disk_load(key: tuple[StepKey, str, str]) -> object | None:
 def _disk_store(key: tuple[StepKey, str, str], steps: object) -> None:
     from tools.estimators.gpu_memory.scaled import ScalableSteps
 
-    path = _disk_path(key)
-    if path is None or not isinstance(steps, ScalableSteps):
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(steps.to_json()), encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:  # a read-only home: the process cache still works
-        log.warning("GPU trace cache %s not written: %s", path, exc)
+    if isinstance(steps, ScalableSteps):
+        _write_json(_disk_path(key), steps.to_json(), "GPU trace")
 
 
 def memory_peak(workload: DNNTraining, batch: int, gpus: int, gpu: GPUSpec) -> GpuMemoryPeak:
@@ -449,17 +470,9 @@ _KERNEL_DIGEST: list[str] = []
 
 def _kernel_code_digest() -> str:
     if not _KERNEL_DIGEST:
-        import torch
-
         from tools.estimators.gpu import features, ops, trace
-        from tools.profiling import zoo
 
-        digest = hashlib.sha256(torch.__version__.encode())
-        sources = [Path(m.__file__ or "") for m in (trace, ops, features)]
-        sources += sorted(Path(zoo.__file__ or "").parent.glob("*.py"))
-        for source in sources:
-            digest.update(source.read_bytes())
-        _KERNEL_DIGEST.append(digest.hexdigest())
+        _KERNEL_DIGEST.append(_sources_digest((trace, ops, features)))
     return _KERNEL_DIGEST[0]
 
 
@@ -496,37 +509,25 @@ def _kernels_from_json(document: dict[str, object]) -> GpuKernels:
 
 
 def _kernels_load(key: StepKey) -> _AffineKernels | None:
-    for path in _readable(_kernels_path(key)):
-        if not path.is_file():
-            continue
+    for path, document in _read_json(_kernels_path(key), "GPU kernel trace"):
         try:
-            document = json.loads(path.read_text(encoding="utf-8"))
             return _AffineKernels(
                 _kernels_from_json(document["first"]),
                 _kernels_from_json(document["second"]),
                 int(document["parameters"]),
             )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError) as exc:
             log.warning("GPU kernel trace cache %s unreadable (%s): tracing again", path, exc)
     return None
 
 
 def _kernels_store(key: StepKey, found: _AffineKernels) -> None:
-    path = _kernels_path(key)
-    if path is None:
-        return
     document = {
         "first": _kernels_json(found.first),
         "second": _kernels_json(found.second),
         "parameters": found.parameters,
     }
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(document), encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:  # a read-only home: the process cache still works
-        log.warning("GPU kernel trace cache %s not written: %s", path, exc)
+    _write_json(_kernels_path(key), document, "GPU kernel trace")
 
 
 _KERNELS: _Lru[StepKey, object] = _Lru(16)
