@@ -138,6 +138,11 @@ class Domain(BaseModel):
 
     families: list[str]
     cpu_models: list[str]
+    cpu_isas: list[str] = Field(
+        default_factory=list,
+        description="vector ISA of the CPUs it was profiled on (avx512, avx2...); "
+        "empty: not recorded",
+    )
     threads: list[int]
     batch_min: int
     batch_max: int
@@ -492,6 +497,7 @@ def _domain(examples: Sequence[Example], items: Sequence[FeatureInput]) -> Domai
     return Domain(
         families=sorted({e.family for e in examples}),
         cpu_models=sorted({e.cpu_model for e in examples}),
+        cpu_isas=sorted({e.cpu_isa for e in examples if e.cpu_isa}),
         threads=sorted({e.threads for e in examples}),
         batch_min=min(e.batch_size for e in examples),
         batch_max=max(e.batch_size for e in examples),

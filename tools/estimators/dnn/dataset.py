@@ -83,6 +83,7 @@ class Example:
     hardware: HardwareSpec
     wall_s: float = 0.0  # the raw median wall time (ProfileRecord.iteration_s)
     time_basis: str = "dedicated"  # dedicated | cpu | wall (see the module docstring)
+    cpu_isa: str = ""  # the profiling host's vector ISA (avx512, avx2, sse); "" not recorded
 
     @property
     def key(self) -> str:
@@ -155,6 +156,7 @@ def load_examples(path: Path | None = None, *, include_wall: bool = False) -> li
                 hardware=cpu_spec(cpu_model, threads),
                 wall_s=float(record.iteration_s),
                 time_basis=basis,
+                cpu_isa=str(record.hardware.get("cpu_isa", "")),
             )
         )
     return examples

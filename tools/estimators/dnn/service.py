@@ -247,6 +247,7 @@ class HardwareOption(BaseModel):
     name: str
     spec: HardwareSpec
     cpu_model: str = ""
+    cpu_isa: str = Field(default="", description="vector ISA (avx512, avx2...); '' unknown")
     capacity_mb: float | None = Field(default=None, description="Memory that must hold it")
     local: bool = False
 
@@ -264,7 +265,8 @@ def hardware_options(
 ) -> list[HardwareOption]:
     """Options for ``--hardware`` values: ``local``, ``all``, ``SYSTEM`` or ``SYSTEM/PARTITION``."""
     options: list[HardwareOption] = []
-    cpu_model = str(hardware_descriptors(1)["cpu_model"])
+    here = hardware_descriptors(1)
+    cpu_model, cpu_isa = str(here["cpu_model"]), str(here["cpu_isa"])
     local_threads = threads or 1
 
     def add_local() -> None:
@@ -273,6 +275,7 @@ def hardware_options(
                 name="local",
                 spec=cpu_spec(cpu_model, local_threads, _memory_total_mb()),
                 cpu_model=cpu_model,
+                cpu_isa=cpu_isa,
                 capacity_mb=_memory_total_mb(),
                 local=True,
             )
@@ -446,11 +449,32 @@ def estimate(
                     chosen["iteration_s"]
                 )
                 validation_mape = time_scores.mape / 100 if time_scores else None
+                changed = _isa_changed(bundle, option)
+                if changed:
+                    # Another vector ISA runs the same operators at another speed: the
+                    # bundle's time does not speak for this host; memory does not depend
+                    # on it (the held-out files' memory was within 3-9% on this avx2 host).
+                    time_s = analytic_time_s(summary, option.spec, optimizer)
+                    iteration = _spread(time_s, _CPU_TIME_SPREAD)
+                    validation_mape = None
+                    estimator = f"{ANALYTIC_OPGRAPH_ID}, " + ids.get(
+                        "peak_memory_mb", f"dnn-{chosen['peak_memory_mb']}"
+                    )
+                    note = (
+                        f"time: analytic op-graph model (wide interval): {changed}; "
+                        "memory: trained on this CPU model (independent of the vector ISA)"
+                    )
                 per_op = _opcost_answer(opcost, option, data, optimizer)
                 if per_op is not None:
                     iteration, validation_mape, note = per_op
                     memory_id = ids.get("peak_memory_mb", f"dnn-{chosen['peak_memory_mb']}")
                     estimator = f"{opcost.estimator_id if opcost else ''}, {memory_id}"
+                    if changed:
+                        note = note.replace(
+                            "memory: trained on this machine kind",
+                            "memory: trained on this CPU model (independent of the vector "
+                            f"ISA; {changed})",
+                        )
             else:
                 time_s = analytic_time_s(summary, option.spec, optimizer)
                 memory_mb = analytic_memory_mb(summary, optimizer)
@@ -492,9 +516,12 @@ def _opcost_answer(
     if opcost is None or option.spec.kind != "cpu":
         return None
     heldout = opcost.meta.get("heldout") or {}
-    cpu_model = (opcost.meta.get("provenance") or {}).get("cpu_model")
-    if not heldout.get("better_than_bundle") or option.cpu_model != cpu_model:
+    provenance = opcost.meta.get("provenance") or {}
+    if not heldout.get("better_than_bundle") or option.cpu_model != provenance.get("cpu_model"):
         return None
+    isa = str(provenance.get("cpu_isa") or "")
+    if isa and option.cpu_isa and option.cpu_isa != isa:
+        return None  # timed on another vector ISA: its operators' times do not hold here
     if option.spec.threads not in opcost.threads:
         return None
     p10, p50, p90 = opcost.predict_s(
@@ -512,6 +539,20 @@ def _opcost_answer(
         f"out: MAPE {zoo.get('mape', float('nan')):.1%}); memory: trained on this machine kind"
     )
     return Quantiles(p10=p10, p50=p50, p90=p90), float(scores["mape"]), note
+
+
+def _isa_changed(bundle: EstimatorBundle, option: HardwareOption) -> str:
+    """Why the bundle's time does not speak for this option's vector ISA ('' where it
+    does, or where either side did not record one)."""
+    domain = bundle.meta.domain
+    if domain is None or not domain.cpu_isas or not option.cpu_isa:
+        return ""
+    if option.cpu_isa in domain.cpu_isas:
+        return ""
+    return (
+        f"the DNN estimators were trained on {', '.join(domain.cpu_models)} with "
+        f"{'/'.join(domain.cpu_isas)}, this CPU has {option.cpu_isa}"
+    )
 
 
 def _covered(bundle: EstimatorBundle, option: HardwareOption) -> bool:
