@@ -51,6 +51,8 @@ __all__ = [
     "swf_jobs",
     "thin_to_load",
     "training_data",
+    "weekly_load_cv",
+    "weekly_loads",
     "write_trace",
 ]
 
@@ -159,14 +161,31 @@ def offered_load(table: JobTable, machine_procs: int) -> float:
 _WEEK_S = 7 * 86_400
 
 
+def weekly_loads(table: JobTable, machine_procs: int) -> np.ndarray:
+    """Each calendar week's offered load (weeks from t=0), the last (partial) week included."""
+    if len(table) == 0:
+        return np.zeros(0)
+    week = (table.submit_s // _WEEK_S).astype(np.int64)
+    work = np.minimum(table.run_s, table.requested_time_s).astype(np.float64) * table.procs
+    out: np.ndarray = np.bincount(week, weights=work) / (_WEEK_S * machine_procs)
+    return out
+
+
 def peak_week_load(table: JobTable, machine_procs: int) -> float:
     """The busiest calendar week's offered load (weeks from t=0; a trace shorter than a
     week counts as one)."""
-    if len(table) == 0:
+    loads = weekly_loads(table, machine_procs)
+    return float(loads.max()) if loads.size else 0.0
+
+
+def weekly_load_cv(table: JobTable, machine_procs: int) -> float:
+    """How much the offered load varies from week to week: the coefficient of variation
+    over the trace's whole weeks (its last, partial week left out); 0 with fewer than two.
+    Real users, who see the queue, keep it low (SDSC-SP2's first 20,000 jobs: 0.13)."""
+    loads = weekly_loads(table, machine_procs)[:-1]
+    if loads.size < 2 or loads.mean() <= 0:
         return 0.0
-    week = (table.submit_s // _WEEK_S).astype(np.int64)
-    work = np.minimum(table.run_s, table.requested_time_s).astype(np.float64) * table.procs
-    return float(np.bincount(week, weights=work).max() / (_WEEK_S * machine_procs))
+    return float(loads.std() / loads.mean())
 
 
 def training_data(trace: Trace, *, min_class_jobs: int) -> TrainingData:

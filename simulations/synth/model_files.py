@@ -28,7 +28,10 @@ from simulations.synth.tvae import TVAEModel
 __all__ = ["FORMAT", "FORMAT_VERSION", "fit_model", "load_model", "save_model"]
 
 FORMAT = "rightsize.synth"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Version 2: sequence models condition on the queue state (simulations.synth.queue_state);
+# a version-1 sequence file has a network of another shape and must be refitted.
+_SEQUENCE_SINCE = 2
 
 
 def fit_model(trace: Trace, kind: ModelKind, *, seed: int = 0, **options: Any) -> TraceModel:
@@ -111,6 +114,15 @@ def load_model(path: str | Path) -> TraceModel:
             f"{list(MODEL_COLUMNS)}",
             source=source,
             field="metadata.columns",
+        )
+    if metadata.kind == "sequence" and version < _SEQUENCE_SINCE:
+        raise InvalidInputError(
+            f"a sequence model file of version {version} predates the queue-state "
+            f"conditioning (version {_SEQUENCE_SINCE}); refit it with rightsize synth fit "
+            "--model sequence",
+            source=source,
+            field="format_version",
+            value=version,
         )
     state = payload.get("state")
     if not isinstance(state, dict):

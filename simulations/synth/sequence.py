@@ -8,7 +8,10 @@ Here a job is the next step of a sequence, factorized in time order:
    (:mod:`simulations.synth.intensity`: the clock stretched by the trace's weekly arrival
    rate, so the daily and weekly cycle is the fitted rate's, not the network's), given the
    history: the local hour and weekday of the last submission, where in the trace's span
-   it is, the last gaps, the previous job's tokens and the open sessions (below);
+   it is, the last gaps, the previous job's tokens, the **queue state** (the fluid
+   backlog and the trailing day's, 3 days' and week's offered load,
+   :mod:`simulations.synth.queue_state`: real users submit less when the machine is
+   backed up) and the open sessions (below);
 2. the **session**: continue one of the ``_SLOTS`` most recently active users' sessions
    (slot 0 the latest), or start a new one, given that plus each slot's time since its
    user's last job and the length of its current session (a user's jobs less than 20
@@ -63,6 +66,7 @@ from simulations.synth.columns import transform_forward as _forward
 from simulations.synth.generator import SynthMetadata, peak_week_load, training_data
 from simulations.synth.intensity import WEEK_BINS, OperationalTime, weekly_rates
 from simulations.synth.model_state import state_errors
+from simulations.synth.queue_state import QUEUE_NUMBERS, QueueState, job_work
 from simulations.synth.temporal import SESSION_GAP_S
 from simulations.synth.tvae import one_thread, require_at_least_one
 
@@ -169,7 +173,9 @@ class TokenColumn:
         )
 
 
-_NUMERIC = _LAST_GAPS + _POSITION_BINS + _SLOTS * _SLOT_NUMERIC  # history numbers before a job
+# History numbers before a job: last gaps, position, queue state, session slots.
+_NUMERIC = _LAST_GAPS + _POSITION_BINS + QUEUE_NUMBERS + _SLOTS * _SLOT_NUMERIC
+_QUEUE_AT = _LAST_GAPS + _POSITION_BINS  # where the queue numbers start
 _CLASS_NUMERIC = 3  # has history, log time since, log jobs in 24 h
 _NEW_SESSION = _SLOTS  # the session token that starts a new session
 
@@ -228,8 +234,10 @@ class _History:
         span_s: float,
         vocab: dict[str, int],
         users: _Users,
+        queue: QueueState,
     ) -> None:
         self.clock = clock
+        self.queue = queue
         self.operational = operational
         self.span_s = max(span_s, 1.0)
         self.none = vocab  # the "no previous job" token of each head is its vocab size
@@ -269,7 +277,8 @@ class _History:
         numbers[:_LAST_GAPS] = [math.log1p(g) / 10.0 for g in self.gaps]
         position = min(int(self.now_s / self.span_s * _POSITION_BINS), _POSITION_BINS - 1)
         numbers[_LAST_GAPS + position] = 1.0
-        numbers[_LAST_GAPS + _POSITION_BINS :] = self.slots(self.now_s)[0]
+        numbers[_QUEUE_AT : _QUEUE_AT + QUEUE_NUMBERS] = self.queue.numbers()
+        numbers[_QUEUE_AT + QUEUE_NUMBERS :] = self.slots(self.now_s)[0]
         hour, weekday = self.clock.hour_and_weekday_at(self.now_s)
         return numbers, list(self.previous), hour, weekday
 
@@ -289,9 +298,18 @@ class _History:
         numbers = [1.0, math.log1p(since) / 12.0, math.log1p(len(recent or ())) / 5.0]
         return np.array(numbers, dtype=np.float32), [last[1], last[2], last[3]]
 
-    def push(self, gap_s: float, operational_gap: float, tokens: dict[str, int], user: int) -> None:
+    def push(
+        self,
+        gap_s: float,
+        operational_gap: float,
+        tokens: dict[str, int],
+        user: int,
+        work: float,
+    ) -> None:
+        """The job just drawn (or read): its gap, tokens, user and processor-seconds."""
         self.now_s += gap_s
         self.now_op = self.operational.forward(self.now_s)
+        self.queue.submit(self.now_s, work)
         self.gaps.append(operational_gap)
         label = tokens["class"]
         self.class_last[label] = (
@@ -536,10 +554,17 @@ class SequenceModel:
             zone_name=meta.time_zone_string,
         )
 
-    def _history(self) -> _History:
+    def _history(self, work_scale: float = 1.0) -> _History:
+        """A fresh history; ``work_scale``: the share of each job's work the queue state
+        counts (sampling more load than will be kept counts the share kept)."""
         clock = self.clock
         return _History(
-            clock, OperationalTime(clock, self.rates), self.span_s, self.vocab, self.users
+            clock,
+            OperationalTime(clock, self.rates),
+            self.span_s,
+            self.vocab,
+            self.users,
+            QueueState(self.metadata.machine_procs, work_scale=work_scale),
         )
 
     def _features(self, matrix: np.ndarray, labels: np.ndarray, user_ids: np.ndarray) -> _Batch:
@@ -548,6 +573,7 @@ class SequenceModel:
         ``matrix[:, 0]`` holds operational gaps (already tokenized by the gap column)."""
         n = matrix.shape[0]
         history = self._history()
+        procs_total = float(self.metadata.machine_procs)
         by_name = {c.name: c for c in self.columns}
         tokens = np.column_stack(
             [
@@ -577,7 +603,8 @@ class SequenceModel:
             slot_class[i] = classes[session] if session < _SLOTS else self.vocab["class"]
             class_numbers[i], class_previous[i] = history.class_context(int(tokens[i, 2]), at)
             row = dict(zip(_HEADS, (int(t) for t in tokens[i]), strict=True))
-            history.push(at - history.now_s, op_gap, row, int(users[i]))
+            work = job_work(matrix[i, 1], matrix[i, 2], matrix[i, 3], procs_total)
+            history.push(at - history.now_s, op_gap, row, int(users[i]), work)
         return _Batch(
             torch.from_numpy(numbers),
             torch.from_numpy(previous),
@@ -634,6 +661,7 @@ class SequenceModel:
             "min_class_jobs": min_class_jobs,
             "span_s": float(submit[-1]),
             "session_slots": _SLOTS,
+            "queue_numbers": QUEUE_NUMBERS,
             "peak_week_load": peak_week_load(trace.table, trace.machine_procs),
         }
         metadata = SynthMetadata.of_training(
@@ -733,7 +761,8 @@ class SequenceModel:
         emb = net.embed
         by_name = {c.name: c for c in self.columns}
         classes = self.metadata.classes.classes
-        history = self._history()
+        # Jobs drawn at ``density`` times the model's load are thinned to its load later.
+        history = self._history(work_scale=1.0 / density)
         rows = np.empty((n_jobs, len(MODEL_COLUMNS)), dtype=np.float64)
         users = np.empty(n_jobs, dtype=np.int64)
         uniforms = rng.random((n_jobs, 13))
@@ -811,13 +840,14 @@ class SequenceModel:
                 values.append(by_name[column].decode(token, u[5 + 2 * k]))
                 job = np.concatenate([job, emb[head][token]])
             rows[i] = values
+            work = job_work(values[1], values[2], values[3], procs_total)
             if load is not None:
                 drawn_op_s += op_gap
-                drawn_work += min(values[3], 1.0) * values[2] * min(values[1], procs_total)
+                drawn_work += work
                 density = float(np.clip(load * procs_total * drawn_op_s / drawn_work, 0.1, 10.0))
             user = self._user(classes[label], session, slot_users, u[12])
             users[i] = self.users.ids[user]
-            history.push(gap, op_gap, tokens, user)
+            history.push(gap, op_gap, tokens, user, work)
             feedback.next_job()
         return rows, users
 
@@ -852,6 +882,12 @@ class SequenceModel:
             if slots != _SLOTS:
                 raise ValueError(
                     f"fitted with {slots} session slots; this build uses {_SLOTS} (refit it)"
+                )
+            queue = metadata.options.get("queue_numbers")
+            if queue != QUEUE_NUMBERS:
+                raise ValueError(
+                    f"fitted with {queue or 'no'} queue-state numbers; this build conditions "
+                    f"on {QUEUE_NUMBERS} (refit it)"
                 )
             columns = [TokenColumn.from_state(spec) for spec in state["columns"]]
             names = tuple(c.name for c in columns)

@@ -1,0 +1,103 @@
+"""The queue state a sequence model conditions on: the fluid backlog and trailing loads,
+and the same numbers in training (from the real trace) as in sampling (from the jobs
+drawn so far)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from knowledge_base.errors import InvalidInputError
+from simulations.synth.intensity import OperationalTime
+from simulations.synth.model_files import load_model, save_model
+from simulations.synth.queue_state import QUEUE_NUMBERS, QueueState, job_work
+from simulations.synth.sequence import _QUEUE_AT, SequenceModel, _History
+
+
+def test_the_backlog_drains_at_the_machines_rate_and_never_goes_negative() -> None:
+    queue = QueueState(10)
+    queue.submit(0.0, 10 * 7200.0)  # two machine-hours
+    assert queue.backlog_s == pytest.approx(7200.0)
+    queue.submit(3600.0, 10 * 1800.0)  # one hour drained, half an hour added
+    assert queue.backlog_s == pytest.approx(5400.0)
+    queue.submit(3600.0 + 86_400.0, 0.0)  # drained to empty, not below
+    assert queue.backlog_s == 0.0
+    numbers = queue.numbers()
+    assert numbers[0] == 0.0
+    # The trailing day holds only the last (empty) job; the 3 days and the week hold all
+    # 2.5 machine-hours over the 25 hours since t=0.
+    assert numbers[1] == pytest.approx(0.0)
+    assert numbers[2] == pytest.approx(2.5 / 25, rel=1e-6)
+    assert numbers[3] == pytest.approx(2.5 / 25, rel=1e-6)
+
+
+def test_work_scale_counts_the_share_of_work_kept_after_thinning() -> None:
+    full, kept = QueueState(4), QueueState(4, work_scale=0.8)
+    for at, work in ((0.0, 4000.0), (100.0, 800.0), (5000.0, 40_000.0)):
+        full.submit(at, work)
+        kept.submit(at, work * 1.25)
+    np.testing.assert_allclose(kept.numbers(), full.numbers(), rtol=1e-6)
+
+
+def test_job_work_is_what_offered_load_counts() -> None:
+    # At most its request, on at most the machine's processors.
+    assert job_work(64, 1000.0, 1.4, 32) == 32 * 1000.0
+    assert job_work(8, 1000.0, 0.5, 32) == 8 * 500.0
+
+
+@pytest.mark.parametrize(
+    ("field", "procs", "scale"), [("machine_procs", 0, 1.0), ("work_scale", 4, -1.0)]
+)
+def test_bad_queue_settings_are_named(field: str, procs: float, scale: float) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        QueueState(procs, work_scale=scale)
+    assert caught.value.field == field
+
+
+def test_training_and_sampling_see_the_same_queue_state(
+    sequence: SequenceModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Sampled jobs, read back as if they were a training trace, must give the network the
+    # queue numbers it was given while they were drawn.
+    seen: list[np.ndarray] = []
+    context = _History.context
+
+    def recording(self: _History) -> tuple[np.ndarray, list[int], int, int]:
+        out = context(self)
+        seen.append(out[0][_QUEUE_AT : _QUEUE_AT + QUEUE_NUMBERS].copy())
+        return out
+
+    monkeypatch.setattr(_History, "context", recording)
+    rows, users = sequence.sample_sequence(400, np.random.default_rng(3))
+    sampled = np.array(seen)
+    assert sampled[:, 0].max() > 0 and sampled[:, 3].max() > 0  # the queue was not empty
+    seen.clear()
+    submit = np.cumsum(rows[:, 0])
+    operational = OperationalTime(sequence.clock, sequence.rates).forward_many(submit)
+    matrix = rows.copy()
+    matrix[:, 0] = np.diff(operational, prepend=operational[:1])
+    sequence._features(matrix, np.zeros(len(rows), dtype=np.int64), users)
+    np.testing.assert_allclose(np.array(seen), sampled, rtol=1e-5, atol=1e-6)
+
+
+def test_a_sequence_model_file_from_before_the_queue_state_is_refused(
+    sequence: SequenceModel, tmp_path: Path
+) -> None:
+    path = save_model(sequence, tmp_path / "sequence.pt")
+    payload = torch.load(path, weights_only=True)
+    payload["format_version"] = 1
+    torch.save(payload, path)
+    with pytest.raises(InvalidInputError, match="predates the queue-state") as caught:
+        load_model(path)
+    assert caught.value.field == "format_version"
+    assert caught.value.value == 1
+    # A version-2 file whose metadata lacks the queue numbers (fitted by an older build
+    # and relabelled) is refused by the model itself.
+    payload["format_version"] = 2
+    del payload["metadata"]["options"]["queue_numbers"]
+    torch.save(payload, path)
+    with pytest.raises(InvalidInputError, match="queue-state numbers"):
+        load_model(path)
