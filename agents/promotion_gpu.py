@@ -44,10 +44,10 @@ from tools.estimators.gpu.correction import (
     GpuStepCorrection,
     fit_correction,
     heldout_errors,
-    load_correction,
     measurement_record,
     rows_from_records,
 )
+from tools.estimators.gpu.promoted import read_promoted_correction
 from tools.estimators.gpu.specs import catalog_gpus
 from tools.planning.analytic import STARTUP_POINT_S
 
@@ -89,16 +89,9 @@ def _skipped(reason: str, rows: int = 0) -> list[Emit]:
 async def _incumbent(
     kb: KnowledgeBase, base: str
 ) -> tuple[EstimatorRecord | None, GpuStepCorrection | None, str]:
-    record = await kb.promoted_estimator(GPU_CORRECTION_TARGET)
-    if record is None or record.artifact_path is None:
-        return None, None, "the per-operator model as shipped"
-    try:
-        correction = load_correction(Path(record.artifact_path))
-    except (OSError, ValueError) as exc:
-        return record, None, f"the model as shipped ({record.id} unreadable: {exc})"
-    if correction.base_estimator != base:
-        return record, None, f"the model as shipped ({record.id} corrects another version)"
-    return record, correction, f"correction {record.id}"
+    # the same rule the planner's chain serves by (``promoted.read_promoted_correction``)
+    record, serving, words = await read_promoted_correction(kb, base)
+    return record, serving.correction if serving is not None else None, words
 
 
 async def retrain_gpu(

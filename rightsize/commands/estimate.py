@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich import box
@@ -30,6 +31,9 @@ from knowledge_base.errors import InvalidInputError, RightsizeError
 from rightsize.output import console, emit, fail
 from rightsize.settings import Settings
 from rightsize.wiring import knowledge_base
+
+if TYPE_CHECKING:
+    from tools.estimators.gpu.promoted import ServingCorrection
 
 __all__ = ["estimate_command", "profile_app", "register"]
 
@@ -219,7 +223,9 @@ def estimate_command(
         catalog = asyncio.run(_catalog(settings)) if needs_catalog else None
         # The GPU answers first: their fake-tensor trace names the operator a model
         # fails on; the CPU estimators' op graph is built only when they are asked.
-        gpu_rows = _gpu_rows(user, sizes, gpu, gpu_spec, catalog, epochs, samples, optimizer)
+        gpu_rows = _gpu_rows(
+            settings, user, sizes, gpu, gpu_spec, catalog, epochs, samples, optimizer
+        )
         graphs = {size: graph_data(user.graph(size)) for size in sizes} if hardware else {}
         options = hardware_options(hardware, catalog, threads)
         if any(o.local for o in options):
@@ -266,7 +272,16 @@ def estimate_command(
     emit({"estimates": rows}, as_json, lambda: (_render_compact if compact else _render)(rows))
 
 
+async def _gpu_correction(settings: Settings) -> ServingCorrection | None:
+    """The promoted per-GPU correction, from the owner the planner's chain asks."""
+    from tools.planning.service import shared_chain
+
+    async with knowledge_base(settings) as kb:
+        return await shared_chain(kb).serving_gpu_correction()
+
+
 def _gpu_rows(
+    settings: Settings,
     user: object,
     sizes: list[int],
     names: list[str],
@@ -284,6 +299,9 @@ def _gpu_rows(
 
     assert isinstance(user, UserModel)
     targets = gpu_targets(names, spec_files, catalog)
+    # The same answer as the planner's for the same GPU: the center's promoted correction
+    # applies here too (each entry's ``correction`` says so).
+    correction = asyncio.run(_gpu_correction(settings))
     rows = gpu_option_estimates(
         lambda size: user.task(size, meta=True),
         {size: {} for size in sizes},
@@ -291,6 +309,7 @@ def _gpu_rows(
         epochs=epochs,
         samples=samples,
         optimizer=optimizer,
+        correction=correction,
     )
     return [row.model_dump(mode="json") for row in rows]
 

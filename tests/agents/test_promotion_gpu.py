@@ -148,7 +148,7 @@ async def test_a_correction_that_lowers_the_held_out_error_is_promoted(
     assert choice.use and record.id in choice.reason
     inner = [e.inner for e in estimators if isinstance(e, WhiteBoxGpuMemory)]
     opcost = next(e for e in inner if isinstance(e, GpuOpCostEstimator))
-    assert opcost.correction == correction
+    assert opcost.correction is not None and opcost.correction.correction == correction
     selection = plan_workload(spec, catalog, estimators)
     on_v100 = [
         o for o in selection.ranked
@@ -244,3 +244,40 @@ def test_a_profiling_run_on_a_gpu_is_stored_as_a_gpu_step_measurement() -> None:
     cpu = observation.model_copy(update={"gpu_model": None})
     assert all(a.profile.family != GPU_STEP_FAMILY for a in agent.decide(cpu)
                if isinstance(a, StoreProfile))  # fmt: skip
+
+
+async def test_the_promotion_event_makes_resource_estimation_serve_the_new_correction(
+    center: MiniCenter, tmp_path: Path
+) -> None:
+    """The chain reads the registry's GPU correction once, not per request; the
+    ``estimator.promoted`` event the agent hears makes the next request read it again."""
+    from agents.estimation import ResourceEstimation
+    from agents.events import Envelope
+    from tests.tools.estimators.gpu.test_promoted import promote
+
+    agent = ResourceEstimation(center.kb, estimators=EstimatorChain(center.kb))
+    spec = WorkloadSpec(
+        name="cnn", user="alice", workload=_workload(64), goals=Goals(systems=["pitzer"])
+    )
+    catalog = await center.kb.get_catalog()
+
+    async def serving() -> str | None:
+        estimators = await agent.chain(spec, catalog, START)
+        inner = [e.inner for e in estimators if isinstance(e, WhiteBoxGpuMemory)]
+        opcost = next(e for e in inner if isinstance(e, GpuOpCostEstimator))
+        return opcost.correction.record_id if opcost.correction else None
+
+    await promote(center.kb, tmp_path, "corr-1", {V100: 1.6})
+    assert await serving() == "corr-1"
+    await promote(center.kb, tmp_path, "corr-2", {V100: 1.2})
+    assert await serving() == "corr-1"  # no registry read per request
+    event = Envelope(
+        type="estimator.promoted",
+        source="model-promotion",
+        correlation_id="corr-2",
+        payload=EstimatorPromoted(
+            estimator_id="corr-2", target=GPU_CORRECTION_TARGET, replaced="corr-1"
+        ),
+    )
+    assert await agent.sense(event) is None
+    assert await serving() == "corr-2"

@@ -126,3 +126,68 @@ def test_bad_gpu_input_exits_2_names_the_field_and_writes_nothing(
     assert result.exit_code == 2, result.output
     assert words in result.output
     assert _registry(tmp_path) == []
+
+
+def test_estimate_gpu_applies_the_promoted_correction_as_the_planner_does(
+    tmp_path: Path,
+) -> None:
+    """Model Promotion's per-GPU correction: ``--gpu`` answers with it (saying the factor
+    and the runs it rests on), the same step time as the planner's chain gives a 1-GPU
+    option of that GPU; a GPU it has no run of gets the pooled factor."""
+    import asyncio
+
+    from knowledge_base.seed import load_seed_catalog
+    from knowledge_base.sqlite import SQLiteKnowledgeBase
+    from knowledge_base.workload import DNNTraining, Goals, WorkloadSpec
+    from tests.tools.estimators.gpu.test_promoted import V100, promote
+    from tools.planning.analytic import STARTUP_POINT_S
+    from tools.planning.chain import EstimatorChain
+    from tools.planning.service import plan_workload
+
+    a100 = "NVIDIA A100 80GB"
+    args = ["--batch-size", "64", "--epochs", "2", "--samples", "5000", "--json"]
+    args += ["--gpu", V100, "--gpu", a100]
+    code, stdout, output = _estimate(*args)
+    assert code == 0, output
+    plain = {r["hardware"]: r for r in json.loads(stdout)["estimates"]}
+    assert all(r["correction"] is None for r in plain.values())
+    spec = WorkloadSpec(
+        name="cnn",
+        user="alice",
+        workload=DNNTraining(
+            model=str(EXAMPLE), model_class="SmallCNN", dataset_samples=5000, epochs=2,
+            batch_sizes=[64],
+        ),
+        goals=Goals(systems=["pitzer"], gpu_only=True),
+    )  # fmt: skip
+
+    async def promote_and_plan() -> float:
+        async with SQLiteKnowledgeBase(tmp_path / "home" / "rightsize.db") as kb:
+            await promote(kb, tmp_path, "corr-cli", {V100: 1.6})
+            catalog = load_seed_catalog()
+            selection = plan_workload(
+                spec, catalog, await EstimatorChain(kb).estimators(spec, catalog)
+            )
+        [one] = [
+            o for o in selection.ranked
+            if o.option.nodes * (o.option.gpus_per_node or 0) == 1
+            and o.option.node_type == "skylake-40core-dual-gpu"  # the first V100: --gpu's
+            and o.option.partition == "gpuserial-40core"
+        ]  # fmt: skip
+        assert "corr-cli" in one.estimate.label and "x1.60" in one.estimate.label
+        assert one.estimate.runtime_s is not None
+        return (one.estimate.runtime_s.point - STARTUP_POINT_S) / (2 * -(-5000 // 64))
+
+    planned_step_s = asyncio.run(promote_and_plan())
+    code, stdout, output = _estimate(*args)
+    assert code == 0, output
+    rows = {r["hardware"]: r for r in json.loads(stdout)["estimates"]}
+    for gpu, factor, runs in ((V100, 1.6, 6), (a100, 1.25, 0)):
+        row, before = rows[gpu], plain[gpu]
+        applied = row["correction"]
+        assert applied["factor"] == factor and applied["runs"] == runs, applied
+        assert applied["correction_id"] == "corr-cli" and applied["pooled"] is (runs == 0)
+        for key in ("iteration_time_s", "forward_backward_s"):
+            assert row[key]["p50"] == pytest.approx(before[key]["p50"] * factor, rel=1e-3)
+        assert "center's own runs" in row["note"]
+    assert rows[V100]["iteration_time_s"]["p50"] == pytest.approx(planned_step_s, rel=1e-3)

@@ -23,7 +23,11 @@ XGBoost training on up to ``history_jobs`` jobs) and the loaded promoted model. 
 request checks, cheaply, whether the knowledge base has new data: the number of the
 system's jobs (``KnowledgeBase.count_jobs``, one indexed count), retraining once it has
 moved by ``history_retrain_growth`` of what the model trained on (any history import
-counts, whatever its jobs' dates), and the promoted record's id.
+counts, whatever its jobs' dates), and the promoted record's id. The promoted per-GPU
+correction of the per-operator time model has one owner, ``gpu_correction``
+(``tools.estimators.gpu.promoted.PromotedGpuCorrection``, also asked by ``rightsize
+estimate --gpu``): the registry is read on the first DNN request, after a promotion event
+(``forget_promoted``) and at most once a minute otherwise, not on every request.
 """
 
 from __future__ import annotations
@@ -33,7 +37,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -48,7 +51,7 @@ from tools.planning.profiled import PROFILE_FAMILY, ProfiledWorkloadEstimator
 from tools.planning.whatif import default_estimators
 
 if TYPE_CHECKING:  # xgboost is heavy: imported where a history estimator is trained
-    from tools.estimators.gpu.correction import GpuStepCorrection
+    from tools.estimators.gpu.promoted import ServingCorrection
     from tools.estimators.gpu.selection import OpCostChoice
     from tools.estimators.history import HistoryEstimator
 
@@ -116,8 +119,13 @@ class EstimatorChain:
         self._promoted_problem: str | None = None  # why the promoted one is not serving
         self.trainings = 0  # history trainings so far (what the cache saves shows here)
         self._gpu_choice: OpCostChoice | None = None
-        self._correction: tuple[str, GpuStepCorrection, float] | None = None
-        self._correction_failed: str | None = None
+        from tools.estimators.gpu.promoted import PromotedGpuCorrection
+
+        # The one owner of which GPU correction serves in this process (registry reads
+        # O(1) per promotion, not one per request): the planner's chain and
+        # ``rightsize estimate --gpu`` both ask it.
+        self.gpu_correction = PromotedGpuCorrection()
+        self._correction: ServingCorrection | None = None  # what the choice was made with
 
     async def estimators(
         self, spec: WorkloadSpec, catalog: Catalog, now: datetime | None = None
@@ -131,7 +139,7 @@ class EstimatorChain:
         if promoted is not None:
             chain.append(promoted.at(now))
         if isinstance(spec.workload, DNNTraining):
-            await self._load_correction()
+            await self.serving_gpu_correction()
             # GPU answers carry the white-box peak GPU memory, whichever model gives the
             # time; those not from the per-operator model say why it did not answer.
             from tools.estimators.gpu_memory.planner import WhiteBoxGpuMemory
@@ -156,7 +164,9 @@ class EstimatorChain:
             try:
                 meta, model_id = read_meta()
                 choice = choose_opcost(
-                    meta, model_id, correction=(found[0], found[2]) if found else None
+                    meta,
+                    model_id,
+                    correction=(found.record_id, found.heldout_mape) if found else None,
                 )
                 if choice.use:
                     from tools.estimators.gpu.estimator import load_step_model
@@ -168,35 +178,15 @@ class EstimatorChain:
             self._gpu_choice = choice
         return self._gpu_choice
 
-    async def _load_correction(self) -> None:
+    async def serving_gpu_correction(self) -> ServingCorrection | None:
         """The promoted per-GPU correction of the per-operator model (Model Promotion's,
-        fitted on the center's own GPU runs), reloaded when another is promoted."""
-        from tools.estimators.gpu.correction import GPU_CORRECTION_TARGET, load_correction
-
-        record = await self.kb.promoted_estimator(GPU_CORRECTION_TARGET)
-        current = self._correction[0] if self._correction is not None else None
-        wanted = record.id if record is not None else None
-        if wanted == current or wanted == self._correction_failed:
-            return
-        self._gpu_choice = None  # chosen again with the new correction
-        self._correction = None
-        if record is None:
-            return
-        from tools.estimators.gpu.estimator import load_step_model
-
-        try:
-            correction = load_correction(Path(record.artifact_path or ""))
-            base = load_step_model().estimator_id
-        except (OSError, ValueError, InvalidInputError) as exc:
-            log.warning("GPU correction %s cannot be loaded: %s", record.id, exc)
-            self._correction_failed = record.id
-            return
-        if correction.base_estimator != base:
-            log.warning("GPU correction %s corrects %s, not %s", record.id,
-                        correction.base_estimator, base)  # fmt: skip
-            self._correction_failed = record.id
-            return
-        self._correction = (record.id, correction, float(record.validation.get("mape", 1e9)))
+        fitted on the center's own GPU runs), as ``gpu_correction`` serves it; the GPU
+        time choice is made again when another serves."""
+        serving = await self.gpu_correction.current(self.kb)
+        if serving is not self._correction:
+            self._gpu_choice = None  # chosen again with the new correction
+            self._correction = serving
+        return serving
 
     # -- the links -------------------------------------------------------------------------
 
@@ -241,15 +231,19 @@ class EstimatorChain:
     def unavailable(self) -> list[str]:
         """Why estimators that should be in the chain are not (for the answer's readers)."""
         found = [self._promoted_problem] if self._promoted_problem else []
+        if self.gpu_correction.problem:
+            found.append(f"promoted GPU correction not used: {self.gpu_correction.problem}")
         if self._gpu_choice is not None and not self._gpu_choice.use:
             found.append(self._gpu_choice.reason)
         return found
 
     def forget_promoted(self) -> None:
-        """Drop the loaded promoted model (a promotion event arrived)."""
+        """Drop the loaded promoted model and look at the registry's promoted GPU
+        correction on the next request (a promotion event arrived)."""
         self._promoted = None
         self._promoted_failed = None
         self._promoted_problem = None
+        self.gpu_correction.invalidate()
 
     def _hardware_estimators(self, spec: WorkloadSpec) -> list[Estimator]:
         """The one place per-hardware estimators are chosen for a workload: Gavel's
@@ -263,8 +257,7 @@ class EstimatorChain:
             if choice.use:
                 from tools.estimators.gpu.planner import GpuOpCostEstimator
 
-                correction = self._correction[1] if self._correction is not None else None
-                found.append(GpuOpCostEstimator(reason=choice.reason, correction=correction))
+                found.append(GpuOpCostEstimator(reason=choice.reason, correction=self._correction))
         return found
 
     async def _history_estimators(

@@ -8,7 +8,9 @@ without the optimizer step (what published measurements, NeuSight's among them, 
 peak memory per GPU, white-box (``gpu_memory_mib``: the step's allocations, traced twice
 and derived for every batch size, replayed through PyTorch's CUDA caching allocator, plus
 the CUDA context assumed for the GPU's generation) and walltime (start-up as the analytic
-model's: 10/30/120 s at p10/p50/p90).
+model's: 10/30/120 s at p10/p50/p90). The time goes through ``promoted.gpu_step``, as
+the planner's, so the center's promoted per-GPU correction applies here too; each entry's
+``correction`` says what was applied (factor, the runs of that GPU it rests on) or is null.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from knowledge_base.catalog import Catalog
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.gpu.estimator import GpuStepModel, Quantiles, load_step_model
+from tools.estimators.gpu.promoted import CorrectionApplied, ServingCorrection, gpu_step
 from tools.estimators.gpu.specs import (
     GpuSpec,
     catalog_gpus,
@@ -69,6 +72,9 @@ class GpuOptionEstimate(BaseModel):
     estimator: str
     iterations: int
     validation_mape: float | None = None
+    correction: CorrectionApplied | None = Field(
+        default=None, description="The center's promoted per-GPU correction, when one applied"
+    )
     note: str = ""
 
 
@@ -101,8 +107,10 @@ def gpu_option_estimates(
     samples: int,
     optimizer: str,
     model: GpuStepModel | None = None,
+    correction: ServingCorrection | None = None,
 ) -> list[GpuOptionEstimate]:
-    """Estimates for every (GPU, batch size); the batch sizes are ``summaries``' keys."""
+    """Estimates for every (GPU, batch size); the batch sizes are ``summaries``' keys;
+    ``correction``: the serving one (``PromotedGpuCorrection.current``), None for none."""
     from tools.estimators.gpu.ops import kernels_of
     from tools.estimators.gpu.trace import trace_training_step
     from tools.estimators.gpu.workload_trace import gpu_generation
@@ -143,7 +151,10 @@ def gpu_option_estimates(
                 if generation
                 else f"assumed (architecture of {spec.name} unknown: the largest assumption)",
             )
-            step = model.estimate(kernels, spec, parameters=parameters, optimizer=optimizer)
+            step = gpu_step(
+                model, kernels, spec, parameters=parameters, optimizer=optimizer,
+                correction=correction,
+            )  # fmt: skip
             walltime = Quantiles(
                 p10=iterations * step.step_s.p10 + STARTUP_LOW_S,
                 p50=iterations * step.step_s.p50 + STARTUP_POINT_S,
@@ -164,8 +175,10 @@ def gpu_option_estimates(
                     estimator=step.estimator,
                     iterations=iterations,
                     validation_mape=step.validation_mape,
-                    note="per-operator GPU model (specs only; leave-one-GPU-out validated); "
-                    "GPU memory white-box (caching allocator replay + assumed CUDA context)",
+                    correction=step.correction,
+                    note="per-operator GPU model (specs only; leave-one-GPU-out validated)"
+                    + (f"; {step.describe()}" if step.correction else "")
+                    + "; GPU memory white-box (caching allocator replay + assumed CUDA context)",
                 )
             )
     return out

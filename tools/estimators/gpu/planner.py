@@ -22,7 +22,7 @@ from typing import Any
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import Interval, ResourceEstimate
 from knowledge_base.workload import DNNTraining, Optimizer, Precision
-from tools.estimators.gpu.correction import GpuStepCorrection
+from tools.estimators.gpu.promoted import ServingCorrection, gpu_step
 from tools.estimators.gpu_memory.planner import far_above_capacity
 from tools.planning import hardware
 from tools.planning.analytic import (
@@ -46,7 +46,7 @@ class GpuOpCostEstimator:
         self,
         fallback: AnalyticDNNEstimator | None = None,
         reason: str = "",
-        correction: GpuStepCorrection | None = None,
+        correction: ServingCorrection | None = None,
     ) -> None:
         self._fallback = fallback or AnalyticDNNEstimator()
         self._model: Any = None
@@ -101,20 +101,22 @@ class GpuOpCostEstimator:
         link_gbs = hardware.gpu_link_gbs(gpu)
         if candidate.nodes > 1:
             link_gbs = min(link_gbs, hardware.INTER_NODE_GBS)
-        step = self._step_model().estimate(
+        step = gpu_step(
+            self._step_model(),
             kernels,
             spec,
             parameters=parameters,
             optimizer="sgd" if workload.optimizer is Optimizer.SGD else "adam",  # AdamW: Adam's
             gpus=candidate.gpus,
             link_gbs=link_gbs,
+            correction=self.correction,
+            gpu_model=gpu.model,
         )
         steps = workload.epochs * math.ceil(workload.dataset_samples / batch)
         step_s = step.step_s
         label = f"{_LABEL}; {self.reason}" if self.reason else _LABEL
-        if self.correction is not None:
-            step_s = step_s.scaled(self.correction.factor(gpu.model))
-            label = f"{label}; {self.correction.describe(gpu.model)}"
+        if step.correction is not None:
+            label = f"{label}; {step.describe()}"
         runtime = Interval(
             point=STARTUP_POINT_S + steps * step_s.p50,
             low=STARTUP_LOW_S + steps * step_s.p10,

@@ -1,0 +1,230 @@
+"""One owner of the serving GPU correction: O(1) registry reads for N requests, a new
+promotion picked up on the bus's event or after ``recheck_s``, and one function that
+applies it for every door (the planner's chain and ``rightsize estimate --gpu``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from knowledge_base.records import EstimatorRecord, EstimatorStatus
+from knowledge_base.seed import load_seed_catalog
+from knowledge_base.sqlite import SQLiteKnowledgeBase
+from knowledge_base.workload import DNNTraining, Goals, WorkloadSpec
+from tools.estimators.gpu.correction import (
+    GPU_CORRECTION_KIND,
+    GPU_CORRECTION_TARGET,
+    GpuStepCorrection,
+)
+from tools.estimators.gpu.planner import GpuOpCostEstimator
+from tools.estimators.gpu.promoted import (
+    PromotedGpuCorrection,
+    ServingCorrection,
+    base_estimator_id,
+    gpu_step,
+)
+from tools.estimators.gpu_memory.planner import WhiteBoxGpuMemory
+from tools.planning.chain import EstimatorChain
+
+REPO = Path(__file__).resolve().parents[4]
+V100 = "NVIDIA Tesla V100 (Volta)"
+
+
+async def promote(
+    kb: SQLiteKnowledgeBase,
+    folder: Path,
+    record_id: str,
+    factors: dict[str, float],
+    *,
+    base: str | None = None,
+    mape: float = 0.05,
+) -> GpuStepCorrection:
+    """Store a correction's artifact and promote it, as Model Promotion does."""
+    correction = GpuStepCorrection(
+        base_estimator=base or base_estimator_id(),
+        factors=factors,
+        pooled_factor=1.25,
+        rows={gpu: 6 for gpu in factors},
+    )
+    path = folder / f"{record_id}.json"
+    path.write_text(correction.model_dump_json(), encoding="utf-8")
+    await kb.put_estimator(
+        EstimatorRecord(
+            id=record_id,
+            kind=GPU_CORRECTION_KIND,
+            target=GPU_CORRECTION_TARGET,
+            status=EstimatorStatus.SHADOW,
+            validation={"mape": mape},
+            artifact_path=str(path),
+        )
+    )
+    await kb.promote_estimator(record_id)
+    return correction
+
+
+def count_reads(kb: SQLiteKnowledgeBase, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Counts the registry reads of the GPU correction's target (the real ones answer)."""
+    reads: list[str] = []
+    real = kb.promoted_estimator
+
+    async def counted(target: str) -> EstimatorRecord | None:
+        if target == GPU_CORRECTION_TARGET:
+            reads.append(target)
+        return await real(target)
+
+    monkeypatch.setattr(kb, "promoted_estimator", counted)
+    return reads
+
+
+def _spec() -> WorkloadSpec:
+    return WorkloadSpec(
+        name="cnn",
+        user="alice",
+        workload=DNNTraining(
+            model=str(REPO / "examples/models/small_cnn.py"),
+            model_class="SmallCNN",
+            dataset_samples=5000,
+            epochs=2,
+            batch_sizes=[64],
+        ),
+        goals=Goals(systems=["pitzer"]),
+    )
+
+
+def _opcost(estimators: Sequence[object]) -> GpuOpCostEstimator:
+    inner = [e.inner for e in estimators if isinstance(e, WhiteBoxGpuMemory)]
+    return next(e for e in inner if isinstance(e, GpuOpCostEstimator))
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now_s = 1000.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+async def test_n_requests_read_the_registry_once_and_a_promotion_is_picked_up(
+    sqlite_kb: SQLiteKnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = load_seed_catalog()
+    reads = count_reads(sqlite_kb, monkeypatch)
+    first = await promote(sqlite_kb, tmp_path, "corr-1", {V100: 1.6})
+    clock = _Clock()
+    chain = EstimatorChain(sqlite_kb)
+    chain.gpu_correction = PromotedGpuCorrection(recheck_s=60, clock=clock)
+    for _ in range(25):
+        estimators = await chain.estimators(_spec(), catalog)
+    assert len(reads) == 1  # was one per request
+    served = _opcost(estimators).correction
+    assert served is not None and served.record_id == "corr-1"
+    assert served.correction == first and "corr-1" in chain.gpu_time_choice().reason
+
+    # Model Promotion promotes another; the agent hears estimator.promoted on the bus
+    second = await promote(sqlite_kb, tmp_path, "corr-2", {V100: 1.3})
+    chain.forget_promoted()
+    for _ in range(10):
+        estimators = await chain.estimators(_spec(), catalog)
+    assert len(reads) == 2
+    served = _opcost(estimators).correction
+    assert served is not None and served.correction == second
+    assert "corr-2" in chain.gpu_time_choice().reason
+
+    # a process that does not hear the bus sees the next one within recheck_s
+    await promote(sqlite_kb, tmp_path, "corr-3", {V100: 1.1})
+    clock.now_s += 59
+    served = _opcost(await chain.estimators(_spec(), catalog)).correction
+    assert served is not None and served.record_id == "corr-2" and len(reads) == 2
+    clock.now_s += 2
+    for _ in range(10):
+        estimators = await chain.estimators(_spec(), catalog)
+    served = _opcost(estimators).correction
+    assert served is not None and served.record_id == "corr-3" and len(reads) == 3
+
+
+async def test_a_recheck_that_finds_the_same_promotion_keeps_the_loaded_artifact(
+    sqlite_kb: SQLiteKnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await promote(sqlite_kb, tmp_path, "corr-1", {V100: 1.6})
+    clock = _Clock()
+    owner = PromotedGpuCorrection(recheck_s=10, clock=clock)
+    served = await owner.current(sqlite_kb)
+    assert served is not None
+    (tmp_path / "corr-1.json").unlink()  # loaded once: not read again for the same id
+    clock.now_s += 11
+    assert await owner.current(sqlite_kb) is served and owner.registry_reads == 2
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (lambda p: p.write_text("{not json"), "unreadable"),
+        (lambda p: p.unlink(), "unreadable"),
+        (None, "corrects gpu-opcost-older"),
+    ],
+)
+async def test_a_promoted_correction_that_cannot_serve_is_said_once_and_not_applied(
+    sqlite_kb: SQLiteKnowledgeBase,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    damage: Callable[[Path], object] | None,
+    words: str,
+) -> None:
+    reads = count_reads(sqlite_kb, monkeypatch)
+    base = "gpu-opcost-older" if damage is None else None
+    await promote(sqlite_kb, tmp_path, "corr-bad", {V100: 1.6}, base=base)
+    if damage is not None:
+        damage(tmp_path / "corr-bad.json")
+    catalog = load_seed_catalog()
+    chain = EstimatorChain(sqlite_kb)
+    for _ in range(5):
+        estimators = await chain.estimators(_spec(), catalog)
+    assert len(reads) == 1
+    if chain.gpu_time_choice().use:
+        assert _opcost(estimators).correction is None
+    [problem] = [u for u in chain.unavailable() if "GPU correction" in u]
+    assert "corr-bad" in problem and words in problem
+
+
+def test_the_recheck_interval_is_checked() -> None:
+    from knowledge_base.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="recheck_s"):
+        PromotedGpuCorrection(recheck_s=-1)
+
+
+def test_gpu_step_applies_the_gpu_factor_or_the_pooled_one_and_says_so() -> None:
+    from tools.estimators.gpu.estimator import load_step_model
+    from tools.estimators.gpu.specs import catalog_gpus, spec_for_catalog_gpu
+    from tools.estimators.gpu.workload_trace import kernels_at
+
+    gpus = catalog_gpus(load_seed_catalog())
+    model = load_step_model()
+    kernels, parameters = kernels_at(_spec().workload, 64)  # type: ignore[arg-type]
+    serving = ServingCorrection(
+        "corr-1",
+        GpuStepCorrection(
+            base_estimator=model.estimator_id,
+            factors={V100: 1.6},
+            pooled_factor=1.25,
+            rows={V100: 7},
+        ),
+        0.04,
+    )
+    for name, factor, runs in ((V100, 1.6, 7), ("NVIDIA A100 80GB", 1.25, 0)):
+        spec = spec_for_catalog_gpu(gpus[name])
+        plain = gpu_step(model, kernels, spec, parameters=parameters, optimizer="sgd")
+        corrected = gpu_step(
+            model, kernels, spec, parameters=parameters, optimizer="sgd", correction=serving
+        )
+        assert plain.correction is None and plain.describe() == ""
+        assert corrected.step_s.p50 == pytest.approx(plain.step_s.p50 * factor)
+        assert corrected.forward_backward_s.p90 == pytest.approx(
+            plain.forward_backward_s.p90 * factor
+        )
+        applied = corrected.correction
+        assert applied is not None and applied.factor == factor and applied.runs == runs
+        assert applied.pooled is (runs == 0) and applied.correction_id == "corr-1"
+        assert f"x{factor:.2f}" in corrected.describe()
