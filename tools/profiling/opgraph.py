@@ -26,6 +26,7 @@ import copy
 import math
 import operator
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils.flop_counter import flop_registry
 
 from tools.profiling.counting import RNN_FLOPS
+from tools.profiling.rnnmarks import RNN_META, RnnMarker, mark_recurrent
 from tools.profiling.zoo.registry import TrainingTask, loss_fn
 
 __all__ = [
@@ -180,6 +182,7 @@ class OpNode:
     input_bytes: float
     output_bytes: float
     param_bytes: float
+    rnn_call: int = -1  # which recurrent layer call's C++ loop dispatched it (-1: none)
 
 
 @dataclass(slots=True)
@@ -280,23 +283,28 @@ def trace_step(
     buffers = dict(model.named_buffers())
     criterion = loss or task.criterion or loss_fn(task.loss)
 
+    marker: RnnMarker | None = None
+
     def step(
         params: dict[str, Tensor],
         buffers: dict[str, Tensor],
         inputs: tuple[Tensor, ...],
         targets: Tensor,
     ) -> tuple[Tensor, tuple[Tensor, ...]]:
-        out = functional_call(model, (params, buffers), inputs)
-        value = criterion(out, targets)
-        grads = torch.autograd.grad(value, list(params.values()), allow_unused=True)
+        with marker if marker is not None else nullcontext():
+            out = functional_call(model, (params, buffers), inputs)
+            value = criterion(out, targets)
+            grads = torch.autograd.grad(value, list(params.values()), allow_unused=True)
         return value, tuple(g for g in grads if g is not None)
 
     was_training = model.training
     model.train()
     try:
-        graph: GraphModule = make_fx(step, tracing_mode="fake")(
-            params, buffers, task.inputs, task.targets
-        )
+        # recurrent layers' loops tagged (node.meta[RNN_META]): rnnmarks module docstring
+        with mark_recurrent(model) as marker:
+            graph: GraphModule = make_fx(step, tracing_mode="fake")(
+                params, buffers, task.inputs, task.targets
+            )
     finally:
         model.train(was_training)
     return graph
@@ -441,6 +449,7 @@ def _build(graph: GraphModule, n_params: int, n_buffers: int, parameters: int) -
                 input_bytes=input_bytes,
                 output_bytes=_nbytes(node.meta.get("val")),
                 param_bytes=param_bytes,
+                rnn_call=int(node.meta.get(RNN_META, -1)),
             )
         )
         for origin in sources(node):

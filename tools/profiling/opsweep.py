@@ -40,11 +40,12 @@ from typing import Any
 
 import torch
 
+from tools.profiling.opgraph import trace_step
 from tools.profiling.optiming import (
     StepOpTimings,
     time_optimizer_update,
     time_step_ops,
-    time_training_step,
+    training_step_samples,
 )
 from tools.profiling.profiler import hardware_descriptors
 from tools.profiling.zoo.registry import FAMILIES
@@ -167,9 +168,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--updates", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=Path, help="time the zoo items' whole steps into FILE")
+    parser.add_argument("--step-runs", type=int, default=3, help="runs per step (--steps)")
+    parser.add_argument(
+        "--step-probes", default="", help="--steps: also these probes' steps (comma list)"
+    )
+    parser.add_argument(
+        "--rnn-counts", type=Path, help="recurrent layers' operator counts of --out into FILE"
+    )
     args = parser.parse_args(argv)
     if args.steps is not None:
-        return _steps(args.out, args.steps)
+        return _steps(args.out, args.steps, args.step_runs, set(args.step_probes.split(",")) - {""})
+    if args.rnn_counts is not None:
+        return _rnn_counts(args.out, args.rnn_counts)
     done: set[str] = set()
     if args.out.exists():
         done = {item["id"] for item in read_items(args.out)}
@@ -242,19 +252,100 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _steps(source: Path, out: Path) -> int:
+def _item_task(item: dict[str, Any], probes: dict[str, Any]) -> Any:
+    """A zoo or probe item's training task, made anew (probes: ``probe_tasks`` by name)."""
+    if item["kind"] == "zoo":
+        return FAMILIES[item["family"]].task(item["params"], item["batch_size"])
+    return probes[item["id"].removeprefix("probe-").rsplit("-t", 1)[0]]
+
+
+def _probe_tasks(source: Path) -> dict[str, Any]:
+    """The probe networks of ``source``'s sweep (``--probes``/``--seed`` of its command)."""
+    from tools.profiling.opprobes import probe_tasks
+
+    with source.open() as handle:
+        words = json.loads(handle.readline()).get("command", "").split()
+
+    def value(flag: str, default: int) -> int:
+        return int(words[words.index(flag) + 1]) if flag in words else default
+
+    return dict(probe_tasks(value("--probes", 12), value("--seed", 0)))
+
+
+def _steps(source: Path, out: Path, runs: int, probe_kinds: set[str]) -> int:
+    """Whole eager steps of the zoo items of ``source`` (and of its probes of
+    ``probe_kinds``, SGD) into ``out``, each with its recurrent layers' operator counts."""
+    from tools.profiling.optiming import compute_nodes
+    from tools.profiling.rnnmarks import RNN_META
+
     done = {i["id"] for i in read_items(out)} if out.exists() else set()
+    fresh = not out.exists() or out.stat().st_size == 0
+    wanted = [
+        i
+        for i in read_items(source)
+        if i["id"] not in done
+        and (i.get("kind") == "zoo" or (i.get("kind") == "probe" and i["probe"] in probe_kinds))
+    ]
+    probes = _probe_tasks(source) if any(i["kind"] == "probe" for i in wanted) else {}
     with out.open("a") as handle:
-        for item in read_items(source):
-            if item.get("kind") != "zoo" or item["id"] in done:
-                continue
-            torch.manual_seed(0)
-            task = FAMILIES[item["family"]].task(item["params"], item["batch_size"])
-            step_s = time_training_step(task, item["optimizer"], int(item["threads"]))
-            line = {"id": item["id"], "step_s": step_s, "loadavg_1m": round(os.getloadavg()[0], 2)}
+        if fresh:
+            provenance = _provenance(["--out", str(source), "--steps", str(out)])
+            provenance["timing"] = (
+                f"optiming.training_step_samples: {runs} runs of 2 warm-up and 5 timed eager "
+                "steps; 1 thread: the thread's CPU time, 2 threads: max(main, process - main); "
+                "step_s the median of the runs' medians, least_s the least step"
+            )
+            handle.write(json.dumps(provenance) + "\n")
+        for item in wanted:
+            optimizer = item.get("optimizer", "sgd")
+            samples: list[list[float]] = []
+            for run in range(runs):
+                torch.manual_seed(run)
+                task = _item_task(item, probes)
+                samples.append(training_step_samples(task, optimizer, int(item["threads"])))
+            calls = [n.meta.get(RNN_META, -1) for n in compute_nodes(trace_step(task))]
+            step_s = statistics.median(statistics.median(r) for r in samples)
+            line = {
+                "id": item["id"],
+                "step_s": step_s,
+                "least_s": min(min(r) for r in samples),
+                "samples_s": [[float(f"{v:.6g}") for v in r] for r in samples],
+                "rnn_ops": sum(c >= 0 for c in calls),
+                "rnn_calls": len({c for c in calls if c >= 0}),
+                "parameters": sum(p.numel() for p in task.model.parameters() if p.requires_grad),
+                "loadavg_1m": round(os.getloadavg()[0], 2),
+            }
             handle.write(json.dumps(line) + "\n")
             handle.flush()
             print(f"{item['id']}: {step_s:.4f} s", file=sys.stderr, flush=True)
+    return 0
+
+
+def _rnn_counts(source: Path, out: Path) -> int:
+    """Recurrent layers' operator counts of ``source``'s zoo and probe items (traced with
+    fake tensors; ``rnnmarks``): one line per item with a recurrent layer."""
+    from tools.profiling.optiming import compute_nodes
+    from tools.profiling.rnnmarks import RNN_META, has_recurrent
+
+    items = [i for i in read_items(source) if i.get("kind") in {"zoo", "probe"}]
+    probes = _probe_tasks(source) if any(i["kind"] == "probe" for i in items) else {}
+    with out.open("w") as handle:
+        provenance = _provenance(["--out", str(source), "--rnn-counts", str(out)])
+        provenance["timing"] = "none: fake-tensor traces (rnnmarks), counts only"
+        handle.write(json.dumps(provenance) + "\n")
+        for item in items:
+            task = _item_task(item, probes)
+            if not has_recurrent(task.model):
+                continue
+            calls = [n.meta.get(RNN_META, -1) for n in compute_nodes(trace_step(task))]
+            line = {
+                "id": item["id"],
+                "operators": len(calls),
+                "rnn_ops": sum(c >= 0 for c in calls),
+                "rnn_calls": len({c for c in calls if c >= 0}),
+            }
+            handle.write(json.dumps(line) + "\n")
+            print(json.dumps(line), file=sys.stderr, flush=True)
     return 0
 
 

@@ -54,6 +54,7 @@ __all__ = [
     "time_optimizer_update",
     "time_step_ops",
     "time_training_step",
+    "training_step_samples",
 ]
 
 BATCH_S = 2e-4  # one timed batch of calls lasts about this long (thread CPU time)
@@ -241,10 +242,11 @@ def time_optimizer_update(
     )
 
 
-def time_training_step(
+def training_step_samples(
     task: TrainingTask, optimizer: str, threads: int, *, warmup: int = 2, steps: int = 5
-) -> float:
-    """Median critical-path CPU seconds of ``steps`` eager training steps of ``task``."""
+) -> list[float]:
+    """Critical-path CPU seconds of each of ``steps`` eager training steps of ``task``
+    (after ``warmup``), in the order they ran."""
     from tools.profiling import counting
 
     torch.set_num_threads(threads)
@@ -263,4 +265,12 @@ def time_training_step(
         t1, p1 = time.thread_time_ns(), time.process_time_ns()
         main = (t1 - t0) / 1e9
         samples.append(main if threads <= 1 else max(main, (p1 - p0) / 1e9 - main))
-    return sorted(samples)[len(samples) // 2]
+    return samples
+
+
+def time_training_step(
+    task: TrainingTask, optimizer: str, threads: int, *, warmup: int = 2, steps: int = 5
+) -> float:
+    """Median critical-path CPU seconds of ``steps`` eager training steps of ``task``."""
+    samples = sorted(training_step_samples(task, optimizer, threads, warmup=warmup, steps=steps))
+    return samples[len(samples) // 2]

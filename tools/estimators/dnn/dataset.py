@@ -200,6 +200,17 @@ class GraphData:
     x: NDArray[np.float32]
     edge_index: NDArray[np.int64]
     summary: dict[str, float] = field(default_factory=dict)
+    # per node, the recurrent layer call whose C++ loop dispatched it (-1 none); None:
+    # no recurrent layer (not saved: the zoo's graphs are read for the bundle only)
+    rnn_call: NDArray[np.int64] | None = None
+
+    @property
+    def rnn_counts(self) -> tuple[int, int]:
+        """Operators dispatched by recurrent layers' loops, and those layers' calls."""
+        if self.rnn_call is None:
+            return 0, 0
+        inner = self.rnn_call[self.rnn_call >= 0]
+        return int(inner.size), int(np.unique(inner).size)
 
     def save(self, path: Path) -> None:
         names = sorted(self.summary)
@@ -237,7 +248,9 @@ def graph_data(graph: OpGraph) -> GraphData:
         x[i, offset + 3] = math.log1p(node.output_bytes) / _LOG_SCALE
         x[i, offset + 4] = math.log1p(node.param_bytes) / _LOG_SCALE
     edges = np.array(graph.edges, dtype=np.int64).reshape(-1, 2).T
-    return GraphData(x=x, edge_index=edges, summary=graph.summary())
+    calls = np.array([n.rnn_call for n in graph.nodes], dtype=np.int64)
+    rnn = calls if calls.size and int(calls.max()) >= 0 else None
+    return GraphData(x=x, edge_index=edges, summary=graph.summary(), rnn_call=rnn)
 
 
 def _build_zoo_graph(item: tuple[str, dict[str, int], int, str]) -> str:

@@ -118,7 +118,7 @@ def _with_threads(x: NDArray[np.float64], threads: int) -> NDArray[np.float64]:
 
 @dataclass(frozen=True, slots=True)
 class StepItem:
-    """One measured zoo step: its operators (features, counts) and what it took."""
+    """One measured step (a zoo item, or a probe's): its operators and what it took."""
 
     family: str
     threads: int
@@ -128,32 +128,61 @@ class StepItem:
     counts: NDArray[np.float64]
     measured_s: float
     opsum_measured_s: float  # the sum of the operators' own timings (a diagnostic)
+    rnn_ops: int = 0  # operators a recurrent layer's C++ loop dispatched (rnnmarks)
+    rnn_calls: int = 0  # recurrent layer calls
+
+    @property
+    def probe(self) -> bool:
+        return self.family.startswith("probe:")
 
 
 def step_items(
-    items: Sequence[Mapping[str, Any]], truth: Mapping[str, float] | None = None
+    items: Sequence[Mapping[str, Any]],
+    truth: Mapping[str, float] | None = None,
+    extra: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[StepItem]:
-    """The zoo items as steps; ``truth`` (item id -> seconds) replaces their measured time."""
+    """The zoo items as steps; ``truth`` (item id -> seconds) replaces their measured time.
+
+    ``extra`` (item id -> ``opsweep --steps`` line) gives the recurrent layers' operator
+    counts (``rnn_ops``, ``rnn_calls``) and makes the probe items it times steps too
+    (family ``probe:NAME``, SGD, its ``parameters``).
+    """
+    extra = extra or {}
     out = []
     for item in items:
-        if item.get("kind") != "zoo" or (truth is not None and item["id"] not in truth):
+        more = extra.get(item.get("id", ""), {})
+        if item.get("kind") == "zoo":
+            if truth is not None and item["id"] not in truth:
+                continue
+            family, optimizer, parameters = item["family"], item["optimizer"], item["parameters"]
+            measured = truth[item["id"]] if truth is not None else item["measured_step_s"]
+        elif item.get("kind") == "probe" and truth is not None and item.get("id") in truth:
+            family, optimizer = f"probe:{item['probe']}", "sgd"
+            parameters, measured = more["parameters"], truth[item["id"]]
+        else:
             continue
         x, counts = node_rows(item["ops"])
         out.append(
             StepItem(
-                family=item["family"],
+                family=family,
                 threads=int(item["threads"]),
-                optimizer=item["optimizer"],
-                parameters=int(item["parameters"]),
+                optimizer=optimizer,
+                parameters=int(parameters),
                 x=x,
                 counts=counts,
-                measured_s=float(
-                    truth[item["id"]] if truth is not None else item["measured_step_s"]
-                ),
+                measured_s=float(measured),
                 opsum_measured_s=float(sum(o[7] * o[8] for o in item["ops"])),
+                rnn_ops=int(more.get("rnn_ops", 0)),
+                rnn_calls=int(more.get("rnn_calls", 0)),
             )
         )
     return out
+
+
+def eager_operators(total: float, rnn_ops: int, rnn_calls: int) -> float:
+    """Operators the eager step dispatches from Python: a recurrent layer's loop counts
+    as one operator forward and one backward, whatever its cells' operators."""
+    return max(0.0, total - rnn_ops) + 2.0 * rnn_calls
 
 
 def _op_training(
@@ -219,20 +248,25 @@ def _opsum(
     return float(np.sum(seconds[compute])), float(np.sum(seconds[~compute]))
 
 
-Row = tuple[float, float, float, float, float]  # compute, other, operators, update, measured
+# compute, other, eager operators, update, recurrent loops' operators, measured
+Row = tuple[float, float, float, float, float, float]
 
 
 def _fit_step(rows: Sequence[Row]) -> list[float]:
-    """[a, o, b, c] of step = a x compute + o x other + b x operators + c x update
-    (non-negative least squares of the relative error)."""
-    a = np.array([[cs / y, os_ / y, n / y, u / y] for cs, os_, n, u, y in rows])
+    """[a, o, b, c, r] of step = a x compute + o x other + b x eager operators + c x update
+    + r x operators of recurrent loops (non-negative least squares of the relative error;
+    r is 0 where no step has a recurrent loop)."""
+    a = np.array([[cs / y, os_ / y, n / y, u / y, k / y] for cs, os_, n, u, k, y in rows])
     coef, _ = nnls(a, np.ones(len(rows)))
     return [float(c) for c in coef]
 
 
-def _apply(coef: Sequence[float], compute: float, other: float, ops: float, update: float) -> float:
-    a, o, b, c = coef
-    return a * compute + o * other + b * ops + c * update
+def _apply(
+    coef: Sequence[float], compute: float, other: float, ops: float, update: float, rnn: float
+) -> float:
+    a, o, b, c = coef[:4]
+    r = coef[4] if len(coef) > 4 else 0.0
+    return a * compute + o * other + b * ops + c * update + r * rnn
 
 
 @dataclass(slots=True)
@@ -262,14 +296,20 @@ class OpCostModel:
         threads: int,
         optimizer: str,
         parameters: int,
+        rnn_ops: int = 0,
+        rnn_calls: int = 0,
     ) -> tuple[float, float, float]:
-        """p10, p50, p90 of the step time of a graph given as node feature rows."""
+        """p10, p50, p90 of the step time of a graph given as node feature rows
+        (``rnn_ops`` of them dispatched by ``rnn_calls`` recurrent layers' loops)."""
         if f"t{threads}" not in self.step:
             raise ValueError(f"threads={threads} outside the model's {self.threads}")
         weights = np.ones(x.shape[0]) if counts is None else counts
         compute, other = _opsum(self.booster, x, weights, threads)
         update = _update_s(self.updates, optimizer, threads, parameters)
-        p50 = _apply(self.step[f"t{threads}"], compute, other, float(np.sum(weights)), update)
+        coef = self.step[f"t{threads}"]
+        total = float(np.sum(weights))
+        ops = eager_operators(total, rnn_ops, rnn_calls) if len(coef) > 4 else total
+        p50 = _apply(coef, compute, other, ops, update, float(rnn_ops))
         return p50 * math.exp(self.log_q10), p50, p50 * math.exp(self.log_q90)
 
     def save(self, folder: Path) -> None:
@@ -325,17 +365,24 @@ def fit_opcost(
     groups: Sequence[Sequence[str]] = FAMILY_GROUPS,
     rounds: int = OP_ROUNDS,
     truth: Mapping[str, float] | None = None,
+    extra: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> OpCostModel:
     """Fit the model on an ``opsweep`` file's items, validated by leaving groups out.
 
     The steps' times are the profiler's (``measured_step_s``) unless ``truth`` gives
-    others (item id -> seconds, e.g. ``opsweep --steps``).
+    others (item id -> seconds, e.g. ``opsweep --steps``); ``extra`` as ``step_items``.
+    Probe steps (where ``truth`` times them) train the step coefficients in every fold
+    and are not scored.
     """
-    steps = step_items(items, truth)
+    steps = step_items(items, truth, extra)
     updates = _fit_updates(items)
     present = [tuple(g) for g in groups if any(s.family in g for s in steps)]
     # 1. out-of-group operator sums: each group's steps from a booster that never saw it
     opsums: list[tuple[float, float]] = [(0.0, 0.0)] * len(steps)
+    full = _fit_ops(items, set(), rounds)
+    for i, s in enumerate(steps):
+        if s.probe:
+            opsums[i] = _opsum(full, s.x, s.counts, s.threads)
     for group in present:
         booster = _fit_ops(items, set(group), rounds)
         for i, s in enumerate(steps):
@@ -346,8 +393,11 @@ def fit_opcost(
         return [
             (
                 *opsums[i],
-                float(np.sum(steps[i].counts)),
+                eager_operators(
+                    float(np.sum(steps[i].counts)), steps[i].rnn_ops, steps[i].rnn_calls
+                ),
                 _update_s(updates, steps[i].optimizer, steps[i].threads, steps[i].parameters),
+                float(steps[i].rnn_ops),
                 steps[i].measured_s,
             )
             for i in selected
@@ -363,8 +413,8 @@ def fit_opcost(
             if not train or not test:
                 continue
             coef = _fit_step(rows(train))
-            for i, (cs, os_, n, u, _) in zip(test, rows(test), strict=True):
-                held.append((i, _apply(coef, cs, os_, n, u)))
+            for i, (cs, os_, n, u, k, _) in zip(test, rows(test), strict=True):
+                held.append((i, _apply(coef, cs, os_, n, u, k)))
     ratios = np.log([steps[i].measured_s / p50 for i, p50 in held])
     q10, q90 = float(np.quantile(ratios, 0.1)), float(np.quantile(ratios, 0.9))
     pairs = [
@@ -383,13 +433,14 @@ def fit_opcost(
         f"t{t}": _fit_step(rows([i for i, s in enumerate(steps) if s.threads == t]))
         for t in thread_counts
     }
-    booster = _fit_ops(items, set(), rounds)
+    booster = full
     x, _, _ = _op_training(items, set())
     meta: dict[str, Any] = {
         "validation_method": "leave one zoo family group out (operators and step coefficients)",
         "groups": ["+".join(g) for g in present],
         "validation": validation,
-        "step_rows": len(steps),
+        "step_rows": sum(not s.probe for s in steps),
+        "probe_step_rows": sum(s.probe for s in steps),
         "operator_rows": int(x.shape[0]),
         "features": [*NODE_FEATURES, "threads"],
         "provenance": dict(provenance or {}),

@@ -524,12 +524,15 @@ def _opcost_answer(
         return None  # timed on another vector ISA: its operators' times do not hold here
     if option.spec.threads not in opcost.threads:
         return None
+    rnn_ops, rnn_calls = data.rnn_counts
     p10, p50, p90 = opcost.predict_s(
         data.x.astype(float),
         None,
         threads=option.spec.threads,
         optimizer=optimizer,
         parameters=int(data.summary.get("parameters", 0.0)),
+        rnn_ops=rnn_ops,
+        rnn_calls=rnn_calls,
     )
     scores = heldout["opcost"]
     zoo = opcost.meta.get("validation", {}).get("all", {})
