@@ -38,17 +38,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tools.estimators.gpu.baselines import analytic_s, roofline_s
 from tools.estimators.gpu.features import OP_CLASSES
-from tools.estimators.gpu.kernels import (
-    TRAINING_GPUS,
-    default_neusight_root,
-    load_device_specs,
-    load_kernels,
-)
+from tools.estimators.gpu.kernels import TRAINING_GPUS, default_neusight_root, load_device_specs
 from tools.estimators.gpu.neusight import load_e2e_runs
 from tools.estimators.gpu.ops import GpuKernels, kernels_of
 from tools.estimators.gpu.specs import GpuSpec, spec_for_catalog_gpu
 from tools.estimators.gpu.trace import trace_training_step
-from tools.estimators.gpu.train import interval_quantiles, summary, traced_runs, validate
+from tools.estimators.gpu.train import (
+    interval_quantiles,
+    load_training_rows,
+    summary,
+    traced_runs,
+    validate,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 GAVEL = REPO.parent / "shared/data/dnn_profiles/gavel/physical_cluster_throughputs.json"
@@ -166,7 +167,7 @@ def main() -> int:
     args = parser.parse_args()
     root = default_neusight_root()
     report: dict[str, Any] = {}
-    data = load_kernels(root)
+    data = load_training_rows(root)
     specs = load_device_specs(root)
 
     started = time.perf_counter()
@@ -214,6 +215,20 @@ def main() -> int:
                 "under_rate": float(np.average([p["under_rate"] for p in parts], weights=weights)),
             }
             print(_row(label, name, s).replace("| nan% |", "| - |"))
+        nodes = [f["in_model"] for f in folds if "in_model" in f]
+        if nodes:
+            counts = np.array([f["nodes"] for f in nodes])
+            label = f"{op_class} in-model nodes ({int(counts.sum())})"
+            for name, key in (("per-operator (ours)", ""), ("roofline", "roofline")):
+                parts = [f if not key else f[key] for f in nodes]
+                s = {
+                    "mape": float(np.average([p["mape"] for p in parts], weights=counts)),
+                    "max_ape": float("nan"),
+                    "under_rate": float(
+                        np.average([p["under_rate"] for p in parts], weights=counts)
+                    ),
+                }
+                print(_row(label, name, s).replace("| nan% |", "| - |"))
     rows = validation.e2e
     for label, subset in (
         ("end to end, all", rows),
@@ -243,6 +258,19 @@ def main() -> int:
                 f"| {gpu} | {len(subset)} | {s['mape']:.1%} | {s['max_ape']:.1%} "
                 f"| x{ratio:.2f} | {cover:.2f} |"
             )
+
+    print(
+        "\n| training run (left-out V100) | forward pred/meas | backward pred/meas | bw/fw meas |"
+    )
+    print("|---|---|---|---|")
+    for r in (r for r in rows if r["mode"] == "train"):
+        bw_meas = r["measured_ms"] - r["measured_forward_ms"]
+        bw_pred = r["predicted_ms"] - r["predicted_forward_ms"]
+        print(
+            f"| {r['model']} seq {r['seq']} batch {r['batch']} "
+            f"| x{r['predicted_forward_ms'] / r['measured_forward_ms']:.2f} "
+            f"| x{bw_pred / bw_meas:.2f} | {bw_meas / r['measured_forward_ms']:.2f} |"
+        )
 
     gavel_rows = _gavel(data, specs, traced)
     print("\n## Gavel CNNs (ResNet-18/50, SGD step): V100 never seen")

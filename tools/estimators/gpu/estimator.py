@@ -111,7 +111,10 @@ class GpuStepModel:
             if self.level is None:
                 times = self.classes[op_class].predict_ms(dims, columns)
             else:
-                times = self.classes[op_class].shape_ms(dims, columns) * math.exp(self.level(spec))
+                # In-model rows are forward kernels: backward ones are priced as isolated.
+                forward = ~np.array(kernels.backward[op_class], dtype=bool)
+                shape = self.classes[op_class].shape_ms(dims, columns, in_model=forward)
+                times = shape * math.exp(self.level(spec))
             out[op_class] = times * factor
         return out
 

@@ -67,16 +67,27 @@ def default_neusight_root() -> Path:
 
 @dataclass(slots=True)
 class KernelRows:
-    """One operator class's measured kernels: shapes, the GPU of each row, latency."""
+    """One operator class's measured kernels: shapes, the GPU of each row, latency.
+
+    ``in_model`` marks rows timed inside a whole-model run (``inmodel``) rather than in
+    isolation; None: all isolated.
+    """
 
     op_class: str
     dims: dict[str, NDArray[np.float64]]
     gpu: NDArray[np.str_]
     latency_ms: NDArray[np.float64]
     spec: dict[str, NDArray[np.float64]] = field(default_factory=dict)
+    in_model: NDArray[np.bool_] | None = None
 
     def __len__(self) -> int:
         return len(self.latency_ms)
+
+    @property
+    def in_model_mask(self) -> NDArray[np.bool_]:
+        if self.in_model is None:
+            return np.zeros(len(self), dtype=bool)
+        return self.in_model
 
     def subset(self, mask: NDArray[np.bool_]) -> KernelRows:
         return KernelRows(
@@ -85,6 +96,7 @@ class KernelRows:
             self.gpu[mask],
             self.latency_ms[mask],
             {k: v[mask] for k, v in self.spec.items()},
+            None if self.in_model is None else self.in_model[mask],
         )
 
 

@@ -31,6 +31,8 @@ class E2ERun:
     seq: int
     batch: int
     latency_ms: float
+    # The forward part of the run (``fw_latency``; the whole run for inference).
+    forward_ms: float = 0.0
 
     @property
     def key(self) -> tuple[str, bool, int, int]:
@@ -56,6 +58,7 @@ def load_e2e_runs(root: Path, gpus: tuple[str, ...]) -> list[E2ERun]:
                     int(match["seq"]),
                     int(match["batch"]),
                     float(document["e2e_latency"]),
+                    float(document.get("fw_latency") or document["e2e_latency"]),
                 )
             )
     return runs

@@ -16,9 +16,17 @@ see the level, so they never memorise a GPU: the only spec dependence a new GPU 
 through its roofline, its wave count and that one line, which is what lets the model
 answer for GPUs faster than any it saw.
 
-The step model (``estimator``) uses only the shape term (``shape_ms``) and replaces the
-kernel levels with one whole-model level fitted on end-to-end runs (``level``);
-``predict_ms`` (with the kernel levels) prices an isolated kernel.
+The trees also learn from in-model rows (``inmodel``: each node of NeuSight's whole-model
+runs with its own measured forward latency), marked by an in-model flag, their last
+input: each GPU's mean over its in-model rows is taken out of them as the isolated mean is
+out of the isolated rows, so the flag carries how time varies with shape inside a model
+(the in-model efficiency of each GPU stays with the whole-model level).
+
+The step model (``estimator``) uses only the shape term (``shape_ms``: forward kernels
+with the flag set, backward kernels as isolated ones, since only forward latencies were
+measured in-model) and replaces the kernel levels with one whole-model level fitted on
+end-to-end runs (``level``); ``predict_ms`` (with the kernel levels) prices an isolated
+kernel.
 """
 
 from __future__ import annotations
@@ -51,6 +59,12 @@ TREE_PARAMS: dict[str, Any] = {
 }
 TREES = 60
 MAX_ROWS = 6000
+# In-model rows (``inmodel``): a few hundred a class against up to MAX_ROWS isolated
+# kernels, each weighing this many isolated rows of the same latency. Chosen on the
+# leave-one-GPU-out end-to-end runs among 0.5, 1, 2, 5, 20 (MAPE 10.8%, 10.8%, 11.1%,
+# 12.9%, 14.9%; max APE 23%, 30%, 29%, 33%, 42%): more weight lets the few in-model
+# shapes (five model families) pull the trees too far.
+IN_MODEL_WEIGHT = 0.5
 
 
 def spec_columns(spec: GpuSpec, count: int) -> dict[str, Array]:
@@ -63,11 +77,16 @@ def spec_columns(spec: GpuSpec, count: int) -> dict[str, Array]:
     }
 
 
-def _tree_columns(op_class: str, features: Array) -> Array:
+def _tree_columns(op_class: str, features: Array, in_model: NDArray[Any] | None = None) -> Array:
+    """The trees' inputs: the GPU-agnostic features, and the in-model flag when the
+    class was fitted with in-model rows (1: timed inside a whole model, 0: isolated)."""
     from tools.estimators.gpu.features import FEATURE_NAMES
 
     keep = [i for i, name in enumerate(FEATURE_NAMES[op_class]) if name not in _LEVEL_FEATURES]
-    return features[:, keep]
+    columns = features[:, keep]
+    if in_model is None:
+        return columns
+    return np.column_stack([columns, np.asarray(in_model, dtype=np.float64)])
 
 
 @dataclass(slots=True)
@@ -79,6 +98,8 @@ class ClassModel:
     level_intercept: float
     level_slope: float
     levels: dict[str, float]
+    # Fitted with in-model rows: the trees take the in-model flag as a last column.
+    in_model_feature: bool = False
 
     def level(self, spec_gflops: Array, spec_gbs: Array) -> Array:
         line = self.level_intercept + self.level_slope * np.log2(spec_gflops)
@@ -86,22 +107,28 @@ class ClassModel:
         return np.clip(line, min(known), max(known))
 
     def _roofline_and_shape(
-        self, dims: dict[str, Array], spec: dict[str, Array]
+        self, dims: dict[str, Array], spec: dict[str, Array], in_model: bool | Array
     ) -> tuple[Array, Array]:
         # inplace_predict: building a DMatrix took ~0.1 s a call on this loaded 2-core VM.
         roofline_ms, features = class_features(self.op_class, dims, spec)
-        shape = self.booster.inplace_predict(_tree_columns(self.op_class, features))
+        flag = np.broadcast_to(np.asarray(in_model, dtype=np.float64), roofline_ms.shape)
+        columns = _tree_columns(self.op_class, features, flag if self.in_model_feature else None)
+        shape = self.booster.inplace_predict(columns)
         return roofline_ms, np.asarray(shape, dtype=np.float64)
 
     def predict_ms(self, dims: dict[str, Array], spec: dict[str, Array]) -> Array:
         """An isolated kernel's time: roofline x shape x the kernel data's GPU level."""
-        roofline_ms, shape = self._roofline_and_shape(dims, spec)
+        roofline_ms, shape = self._roofline_and_shape(dims, spec, in_model=False)
         level = self.level(spec["fp32_gflops"], spec["bandwidth_gbs"])
         return np.asarray(roofline_ms * np.exp(shape + level), dtype=np.float64)
 
-    def shape_ms(self, dims: dict[str, Array], spec: dict[str, Array]) -> Array:
-        """Roofline x the shape term alone: a GPU's level is applied by the step model."""
-        roofline_ms, shape = self._roofline_and_shape(dims, spec)
+    def shape_ms(
+        self, dims: dict[str, Array], spec: dict[str, Array], in_model: bool | Array = True
+    ) -> Array:
+        """Roofline x the shape term of a kernel inside a model (``in_model``, per kernel
+        or for all; used where the class learned it); a GPU's level is applied by the step
+        model."""
+        roofline_ms, shape = self._roofline_and_shape(dims, spec, in_model=in_model)
         return np.asarray(roofline_ms * np.exp(shape), dtype=np.float64)
 
     def to_json(self) -> dict[str, Any]:
@@ -112,6 +139,7 @@ class ClassModel:
             "level_intercept": self.level_intercept,
             "level_slope": self.level_slope,
             "levels": self.levels,
+            "in_model_feature": self.in_model_feature,
         }
 
     @classmethod
@@ -126,23 +154,38 @@ class ClassModel:
             float(document["level_intercept"]),
             float(document["level_slope"]),
             {k: float(v) for k, v in document["levels"].items()},
+            bool(document.get("in_model_feature", False)),
         )
 
 
 def fit_class(rows: KernelRows, seed: int = 0) -> ClassModel:
-    """Fit the per-GPU levels, then the shape trees on what the levels leave."""
+    """Fit the per-GPU levels, then the shape trees on what the levels leave.
+
+    Isolated kernels are subsampled to ``MAX_ROWS``; in-model rows (``rows.in_model``)
+    are all kept, weigh ``IN_MODEL_WEIGHT`` times an isolated row, and reach the trees
+    through the in-model flag. The GPU levels (and their line) come from the isolated
+    kernels alone (the grid NeuSight timed on every GPU); a GPU's in-model rows have their
+    own mean taken out, so the trees learn the in-model shape effects, not a GPU's
+    in-model efficiency.
+    """
     import xgboost as xgb
 
     rng = np.random.default_rng(seed)
-    index = np.arange(len(rows))
-    if len(index) > MAX_ROWS:
-        index = np.sort(rng.choice(index, MAX_ROWS, replace=False))
-    part = rows.subset(np.isin(np.arange(len(rows)), index))
+    in_model = rows.in_model_mask
+    isolated = np.flatnonzero(~in_model)
+    if len(isolated) > MAX_ROWS:
+        isolated = rng.choice(isolated, MAX_ROWS, replace=False)
+    keep = np.zeros(len(rows), dtype=bool)
+    keep[isolated] = True
+    keep |= in_model
+    part = rows.subset(keep)
+    flag = part.in_model_mask
+    uses_flag = bool(flag.any())
     roofline_ms, features = class_features(part.op_class, part.dims, part.spec)
     target = np.log(part.latency_ms / roofline_ms)
     # Long kernels carry a step's time: weigh them more than launch-bound ones.
-    weight = np.sqrt(part.latency_ms)
-    tree_x = _tree_columns(part.op_class, features)
+    weight = np.sqrt(part.latency_ms) * np.where(flag, IN_MODEL_WEIGHT, 1.0)
+    tree_x = _tree_columns(part.op_class, features, flag if uses_flag else None)
     gpus = sorted(set(part.gpu.tolist()))
     # Levels first, from each GPU's mean log distance to its roofline over the same shape
     # grid (NeuSight timed one grid on every GPU); then the trees learn only what is left,
@@ -151,10 +194,14 @@ def fit_class(rows: KernelRows, seed: int = 0) -> ClassModel:
     level = np.zeros(len(part))
     for gpu in gpus:
         mask = part.gpu == gpu
-        level[mask] = float(np.sum(weight[mask] * target[mask]) / np.sum(weight[mask]))
+        for part_mask in (mask & ~flag, mask & flag):
+            if np.any(part_mask):
+                level[part_mask] = float(
+                    np.sum(weight[part_mask] * target[part_mask]) / np.sum(weight[part_mask])
+                )
     booster = xgb.train(TREE_PARAMS, xgb.DMatrix(tree_x, target - level, weight=weight), TREES)
     assert booster is not None
-    levels = {gpu: float(level[part.gpu == gpu][0]) for gpu in gpus}
+    levels = {gpu: float(level[(part.gpu == gpu) & ~flag][0]) for gpu in gpus}
     peak = {gpu: float(np.log2(part.spec["fp32_gflops"][part.gpu == gpu][0])) for gpu in gpus}
     x = np.array([peak[g] for g in gpus])
     y = np.array([levels[g] for g in gpus])
@@ -164,4 +211,4 @@ def fit_class(rows: KernelRows, seed: int = 0) -> ClassModel:
         intercept = float(np.mean(y - slope * x))
     else:
         slope, intercept = 0.0, float(np.mean(y))
-    return ClassModel(part.op_class, booster, float(intercept), float(slope), levels)
+    return ClassModel(part.op_class, booster, float(intercept), float(slope), levels, uses_flag)

@@ -149,6 +149,16 @@ def test_interval_widens_when_residuals_cluster_by_gpu() -> None:
         interval_quantiles({})
 
 
+def test_interval_is_a_prediction_interval_for_a_new_gpu() -> None:
+    # Four GPUs whose runs agree within each: t with 3 degrees of freedom (1.638) over
+    # the between-GPU spread x (1 + 1/4), not the normal 1.2816 over the spread alone.
+    groups = {"a": [0.3, 0.3], "b": [0.1, 0.1], "c": [-0.1, -0.1], "d": [-0.3, -0.3]}
+    q = interval_quantiles(groups)
+    between = np.var([0.3, 0.1, -0.1, -0.3], ddof=1)
+    assert q["p90"] == pytest.approx(1.6377 * math.sqrt(between * 1.25), rel=1e-3)
+    assert q["p10"] == pytest.approx(-q["p90"])
+
+
 def test_shipped_model_has_its_level_and_the_figures_the_planner_reads() -> None:
     from tools.estimators.gpu.estimator import load_step_model
 
