@@ -13,7 +13,7 @@ from tools.profiling.zoo.registry import TrainingTask
 
 
 class _Tagger(nn.Module):
-    def __init__(self, cell: type[nn.RNNBase], layers: int = 1, stacked: int = 1) -> None:
+    def __init__(self, cell: type[nn.GRU | nn.LSTM], layers: int = 1, stacked: int = 1) -> None:
         super().__init__()
         self.rnns = nn.ModuleList(
             cell(8, 8, num_layers=layers, batch_first=True) for _ in range(stacked)

@@ -22,10 +22,11 @@ EAGER_S, LOOP_S = 2e-5, 2e-6
 
 
 def _law(ops: list[list[Any]], rnn_ops: int, rnn_calls: int, params: int, threads: int) -> float:
-    total = sum(o[7] * o[8] for o in ops)
+    total = float(sum(o[7] * o[8] for o in ops))
     count = sum(o[7] for o in ops)
     eager = count - rnn_ops + 2 * rnn_calls
-    return 1.3 * total + EAGER_S * eager + LOOP_S * rnn_ops + _update(params, "sgd", threads)
+    update = _update(params, "sgd", threads)
+    return float(1.3 * total + EAGER_S * eager + LOOP_S * rnn_ops + update)
 
 
 def _cell_ops(rng: random.Random, n: int, threads: int) -> list[list[Any]]:
