@@ -10,9 +10,15 @@ with ``efficiency`` and ``overhead_s`` fitted on Gavel's measurements (see
 the peak is cores x clock x FLOPs/cycle and the efficiency a documented 10% (see
 ``tools.planning.hardware``). Run time = epochs x ceil(samples / batch) steps + start-up.
 
-Memory per GPU = CUDA context + weights, gradients and optimizer state + activations x
-per-GPU batch; host memory per node = framework base + data-loader buffers (+ the same
-model state and activations on CPU-only nodes). Activations and FLOPs scale with the
+Memory per GPU = CUDA context (assumed per GPU generation, as the white-box peak assumes
+it: ``tools.estimators.gpu_memory.context``) + weights, gradients and optimizer state +
+the larger of the optimizer step's temporaries (Adam's foreach step: one parameter-sized
+tensor) and the per-GPU batch x what a sample needs at the step's peak (the zoo's
+``gpu_sample_mib``: saved activations, their gradients and the caching allocator's
+reservation, counted from each zoo model's own step; else the activations kept for
+backward) + DDP's gradient buckets (a copy of the gradients) on several GPUs. Host memory
+per node = framework base + data-loader buffers (+ the same model state and activations
+on CPU-only nodes). Activations and FLOPs scale with the
 input size (pixels for images, tokens for sequences) from each model's reference input.
 
 Intervals are deliberately wide on what the model computes (the training steps x0.5-x2
@@ -32,6 +38,7 @@ import math
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import Interval, ResourceEstimate
 from knowledge_base.workload import DNNTraining, Optimizer, Precision
+from tools.estimators.gpu_memory.context import context_for
 from tools.planning import hardware
 from tools.planning.estimation import Candidate, NoEstimate, Workload
 from tools.planning.model_files import is_model_file, model_file_facts
@@ -53,12 +60,14 @@ STARTUP_LOW_S = 10.0
 GPU_RUNTIME_SPREAD = (0.5, 2.0)
 CPU_RUNTIME_SPREAD = (0.4, 2.5)
 MEMORY_SPREAD = (0.7, 1.4)
-CUDA_CONTEXT_MB = 1024.0  # CUDA context, cuDNN/cuBLAS workspaces, allocator slack
 HOST_BASE_MB = 4096.0  # GPU nodes: Python, PyTorch, host side of CUDA libraries, dataset index
 HOST_BASE_CPU_MB = 512.0  # CPU-only PyTorch training: 300 MiB peak RSS measured, + dataset index
 LOADER_MB_PER_GPU = 1024.0  # one data-loader worker set per GPU process
 PREFETCHED_BATCHES = 4  # 2 workers x prefetch factor 2 (PyTorch's defaults)
 _OPTIMIZER_STATES = {Optimizer.SGD: 1, Optimizer.ADAM: 2, Optimizer.ADAMW: 2}
+# Parameter-sized temporaries of the foreach optimizer step, on top of its states: Adam's
+# sqrt of exp_avg_sq (torch.optim.adam._multi_tensor_adam); SGD updates in place.
+_OPTIMIZER_TEMPORARIES = {Optimizer.SGD: 0.0, Optimizer.ADAM: 1.0, Optimizer.ADAMW: 1.0}
 _MB = 1024.0 * 1024.0
 
 
@@ -165,8 +174,10 @@ class AnalyticDNNEstimator:
             step_s = (
                 hardware.GPU_STEP_OVERHEAD_S + compute_s + _allreduce_s(param_mb, devices, link_gbs)
             )
-            gpu_point = CUDA_CONTEXT_MB + model_state_mb + activation_mb * per_device
-            gpu_memory = _spread(gpu_point, MEMORY_SPREAD)
+            gpu_memory = _gpu_memory(
+                facts, workload, gpu.model, param_mb, model_state_mb, activation_mb,
+                scale=scale, per_device=per_device, devices=devices,
+            )  # fmt: skip
             host_point = (
                 HOST_BASE_MB
                 + 2 * param_mb  # a CPU copy while loading and checkpointing
@@ -212,6 +223,42 @@ class AnalyticDNNEstimator:
             error_metric="mape",
             label=ANALYTIC_LABEL,
         )
+
+
+def _gpu_memory(
+    facts: ModelFacts,
+    workload: DNNTraining,
+    gpu_model: str,
+    param_mb: float,
+    model_state_mb: float,
+    activation_mb: float,
+    *,
+    scale: float,
+    per_device: int,
+    devices: int,
+) -> Interval:
+    """Memory per GPU: the point is what the caching allocator holds at the step's peak
+    (reserved + context), the low end what it hands out (allocated + context), as the
+    white-box answer's interval; a model without a per-sample count (a model file) gets
+    the activations it saves for backward and the usual spread."""
+    fixed = (
+        context_for(gpu_model)
+        + model_state_mb
+        + (param_mb if devices > 1 else 0.0)  # DDP's gradient buckets
+    )
+    temporaries = param_mb * _OPTIMIZER_TEMPORARIES[workload.optimizer]
+    count = facts.gpu_sample
+    if count is None:
+        return _spread(fixed + max(temporaries, activation_mb * per_device), MEMORY_SPREAD)
+    mixed = workload.precision is not Precision.FP32
+    allocated = (count.amp_allocated_mib if mixed else count.allocated_mib) * scale
+    reserved = (count.amp_reserved_mib if mixed else count.reserved_mib) * scale
+    point = fixed + max(temporaries, reserved * per_device)
+    return Interval(
+        point=point,
+        low=fixed + max(temporaries, allocated * per_device),
+        high=point * MEMORY_SPREAD[1],
+    )
 
 
 def _allreduce_s(param_mb: float, participants: int, link_gbs: float) -> float:

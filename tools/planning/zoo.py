@@ -16,6 +16,25 @@ per sample); transformers from Korthikanti et al. 2022 ("Reducing Activation
 Recomputation in Large Transformer Models", eq. 1: s*h*(34 + 5*a*s/h) bytes per layer
 in 16-bit), doubled for FP32. The analytic estimate's memory interval is wide for this
 reason.
+
+On a GPU, what a training step needs per sample is more than what it keeps for the
+backward pass, and the estimates above miss it both ways (white-box/analytic per-sample
+growth 0.65-2.28 on a V100): the backward pass holds each layer's output gradient beside
+the saved tensors (cross-entropy over the LSTM's 33,278-word vocabulary alone keeps the
+logits, their log-softmax and its gradient: 14 MB a sample against the 10 MB counted),
+max pooling saves int64 indices and dropout its masks (VGG), the transformers' fused
+attention keeps no s x s scores (Korthikanti's count has them: ViT-S and the Transformer
+were over-counted by 1.4-1.6x), and PyTorch's caching allocator reserves more than it
+hands out where a step's tensors are few and of many sizes: at large batches VGG-11
+reserves 2.0x, VGG-16 1.7x, ResNet-18 1.4x the bytes allocated per sample, the others
+1.03-1.25x (freed blocks of one size cannot serve the next, larger request; the segments
+stay). ``gpu_sample`` holds, per sample, what the allocator hands out and what it holds,
+FP32 and AMP, counted from the zoo model's own step: the growth of the white-box peaks
+(fake-tensor trace, caching allocator replay; ``python benchmarks/white_box_ratio.py
+--facts``) between batch 256 and 512, SGD (Adam's are the same within 0.1 MiB). Under
+AMP a sample needs 0.45-0.58 of FP32 for the CNNs and ViT but 0.74 (BERT), 0.82
+(Transformer) and 0.99 (LSTM), where a flat half would miss. The analytic GPU memory
+uses them where a model has them.
 """
 
 from __future__ import annotations
@@ -24,7 +43,20 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["ZOO", "ModelFacts", "lookup", "zoo_names"]
+__all__ = ["ZOO", "GpuSample", "ModelFacts", "lookup", "zoo_names"]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """MiB per sample at a training step's peak on a GPU, at the reference input: what
+    PyTorch's caching allocator hands out (allocated) and holds (reserved), in FP32 and
+    under AMP (fp16 autocast). Counted from the zoo model's own step (see the module
+    docstring; ``python benchmarks/white_box_ratio.py --facts``)."""
+
+    allocated_mib: float
+    reserved_mib: float
+    amp_allocated_mib: float
+    amp_reserved_mib: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +71,7 @@ class ModelFacts:
     reference_input: tuple[int, ...]  # (C, H, W) for images, (tokens,) for sequences
     source: str
     aliases: tuple[str, ...] = ()
+    gpu_sample: GpuSample | None = None  # None: activation_mb stands in on GPUs
 
 
 ZOO: tuple[ModelFacts, ...] = (
@@ -51,6 +84,7 @@ ZOO: tuple[ModelFacts, ...] = (
         reference_input=(3, 224, 224),
         source="He et al., Deep Residual Learning, CVPR 2016, Table 1; torchvision",
         aliases=("resnet-18",),
+        gpu_sample=GpuSample(21.3, 30.1, 12.0, 14.9),
     ),
     ModelFacts(
         name="resnet34",
@@ -61,6 +95,7 @@ ZOO: tuple[ModelFacts, ...] = (
         reference_input=(3, 224, 224),
         source="He et al., CVPR 2016, Table 1; torchvision",
         aliases=("resnet-34",),
+        gpu_sample=GpuSample(30.9, 39.6, 16.8, 19.6),
     ),
     ModelFacts(
         name="resnet50",
@@ -71,6 +106,7 @@ ZOO: tuple[ModelFacts, ...] = (
         reference_input=(3, 224, 224),
         source="He et al., CVPR 2016, Table 1; torchvision; Gavel K80/P100 OOM boundary",
         aliases=("resnet-50", "rn50"),
+        gpu_sample=GpuSample(82.7, 94.2, 42.6, 48.2),
     ),
     ModelFacts(
         name="vgg11",
@@ -81,6 +117,7 @@ ZOO: tuple[ModelFacts, ...] = (
         reference_input=(3, 224, 224),
         source="Simonyan & Zisserman, ICLR 2015 (config A); torchvision",
         aliases=("vgg-11",),
+        gpu_sample=GpuSample(47.3, 93.4, 29.7, 42.0),
     ),
     ModelFacts(
         name="vgg16",
@@ -91,6 +128,7 @@ ZOO: tuple[ModelFacts, ...] = (
         reference_input=(3, 224, 224),
         source="Simonyan & Zisserman, ICLR 2015 (config D); CS231n notes (VGGNet memory)",
         aliases=("vgg-16",),
+        gpu_sample=GpuSample(70.2, 116.7, 41.3, 53.6),
     ),
     ModelFacts(
         name="mobilenet_v2",
@@ -101,6 +139,7 @@ ZOO: tuple[ModelFacts, ...] = (
         reference_input=(3, 224, 224),
         source="Sandler et al., MobileNetV2, CVPR 2018, Table 3",
         aliases=("mobilenetv2", "mobilenet-v2"),
+        gpu_sample=GpuSample(75.0, 82.4, 38.2, 41.7),
     ),
     ModelFacts(
         name="vit_small",
@@ -111,6 +150,7 @@ ZOO: tuple[ModelFacts, ...] = (
         reference_input=(3, 224, 224),
         source="Touvron et al., DeiT, ICML 2021, Table 1; Korthikanti et al. 2022",
         aliases=("vit-s", "vit_s_16", "vits16", "deit_small", "deit-s"),
+        gpu_sample=GpuSample(57.7, 59.4, 33.2, 33.2),
     ),
     ModelFacts(
         name="bert_base",
@@ -123,6 +163,7 @@ ZOO: tuple[ModelFacts, ...] = (
         reference_input=(128,),
         source="Devlin et al., BERT, NAACL 2019; Kaplan et al. 2020; Korthikanti et al. 2022",
         aliases=("bert", "bert-base", "bertbase", "bert_base_uncased"),
+        gpu_sample=GpuSample(132.5, 147.5, 93.4, 108.7),
     ),
     ModelFacts(
         name="transformer",
@@ -135,6 +176,7 @@ ZOO: tuple[ModelFacts, ...] = (
         reference_input=(128,),
         source="Vaswani et al., Attention Is All You Need, NeurIPS 2017 (base)",
         aliases=("transformer_base", "transformer-base"),
+        gpu_sample=GpuSample(87.1, 102.7, 68.6, 84.7),
     ),
     ModelFacts(
         name="lstm",
@@ -148,6 +190,7 @@ ZOO: tuple[ModelFacts, ...] = (
         reference_input=(35,),
         source="Zaremba et al., Recurrent Neural Network Regularization, 2014 (medium)",
         aliases=("lstm_lm", "lstm-lm", "lm"),
+        gpu_sample=GpuSample(18.1, 22.6, 15.7, 22.4),
     ),
 )
 

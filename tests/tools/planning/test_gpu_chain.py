@@ -16,8 +16,11 @@ from knowledge_base.workload import DNNTraining, Goals, WorkloadSpec
 from tools.estimators.gpu.planner import GpuOpCostEstimator
 from tools.estimators.gpu.selection import choose_opcost
 from tools.estimators.gpu_memory.planner import (
+    MODEL_FILE_RATIO,
     WHITE_BOX_RATIO,
     WhiteBoxGpuMemory,
+    far_above_capacity,
+    ratio_band,
     white_box_needed,
 )
 from tools.planning import hardware
@@ -183,20 +186,118 @@ async def test_an_option_far_above_the_gpu_is_refused_by_the_analytic_model_untr
     assert "NVIDIA Tesla P100 (Pascal) has 16 GB" in reason
 
 
-def test_white_box_is_needed_only_where_it_can_change_the_verdict() -> None:
-    low, high = WHITE_BOX_RATIO
+@pytest.mark.parametrize("band", [WHITE_BOX_RATIO, MODEL_FILE_RATIO])
+def test_white_box_is_needed_only_where_it_can_change_the_verdict(
+    band: tuple[float, float],
+) -> None:
+    low, high = band
     capacity = 16_384.0
 
-    def analytic(point: float) -> Interval:
-        return Interval(point=point, low=0.7 * point, high=1.4 * point)
+    def analytic(point: float) -> Interval:  # the refusal reads the low end, here 0.8x
+        return Interval(point=point, low=0.8 * point, high=1.4 * point)
 
-    assert white_box_needed(None, capacity) is not None  # the analytic model declined
-    assert white_box_needed(analytic(1_000), None) is None  # nothing to check against
-    assert white_box_needed(analytic(capacity / high * 0.99), capacity) is None
-    assert white_box_needed(analytic(capacity / low * 1.01), capacity) is None
-    for point in (capacity / high * 1.01, capacity, capacity / low * 0.99):
-        reason = white_box_needed(analytic(point), capacity)
+    assert white_box_needed(None, capacity, band) is not None  # the analytic model declined
+    assert white_box_needed(analytic(1_000), None, band) is None  # nothing to check against
+    assert white_box_needed(analytic(capacity / high * 0.99), capacity, band) is None
+    assert white_box_needed(analytic(capacity / low / 0.8 * 1.01), capacity, band) is None
+    for point in (capacity / high * 1.01, capacity, capacity / low / 0.8 * 0.99):
+        reason = white_box_needed(analytic(point), capacity, band)
         assert reason is not None and "16,384 MiB" in reason
+    assert far_above_capacity(analytic(capacity / low / 0.8 * 1.01), capacity, band)
+    assert not far_above_capacity(analytic(capacity / low / 0.8 * 0.99), capacity, band)
+
+
+def test_the_narrow_band_is_for_zoo_models_at_their_reference_input_only() -> None:
+    def workload(model: str, **extra: object) -> DNNTraining:
+        return DNNTraining.model_validate(
+            {"model": model, "dataset_samples": 100, "epochs": 1, "batch_sizes": [8], **extra}
+        )
+
+    assert ratio_band(workload("resnet50")) == WHITE_BOX_RATIO
+    assert ratio_band(workload("ResNet-50")) == WHITE_BOX_RATIO  # an alias
+    assert ratio_band(workload("resnet50", input_shape=[3, 224, 224])) == WHITE_BOX_RATIO
+    assert ratio_band(workload("lstm")) == WHITE_BOX_RATIO
+    # per-sample counts scaled to another input: a rule the count did not check
+    assert ratio_band(workload("resnet50", input_shape=[3, 448, 448])) == MODEL_FILE_RATIO
+    assert ratio_band(workload("bert_base", input_shape=[512])) == MODEL_FILE_RATIO
+    file = workload(str(REPO / "examples/models/small_cnn.py"), model_class="SmallCNN")
+    assert ratio_band(file) == MODEL_FILE_RATIO
+    assert WHITE_BOX_RATIO[1] < MODEL_FILE_RATIO[1]  # the untraced "fits" comes sooner
+
+
+@pytest.mark.parametrize(("model", "optimizer"), [("lstm", "sgd"), ("vgg11", "adam")])
+def test_the_analytic_gpu_point_of_a_zoo_model_is_near_its_white_box_peak(
+    model: str, optimizer: str
+) -> None:
+    """The two the analytic point missed most (white-box/analytic 1.64 for the LSTM at
+    batch 256, whose cross-entropy over 33 k words keeps three logits-sized tensors a
+    sample; 1.5-2.3 for VGG, whose caching allocator reserves 2x what it hands out per
+    sample), on 1 and 2 GPUs: now within 15%, reserved against the analytic point and
+    allocated against its low end, inside the narrow band the planner skips traces by."""
+    from knowledge_base.workload import Optimizer
+    from tools.estimators.gpu.workload_trace import memory_peak
+    from tools.planning.analytic import AnalyticDNNEstimator
+    from tools.planning.estimation import Candidate
+
+    system = load_seed_catalog().system("pitzer")
+    node = next(n for n in system.node_types if n.gpu and n.gpu.memory_mb == 32768)
+    partition = next(p for p in system.partitions if p.node_type == node.name)
+    assert node.gpu is not None
+    for per_gpu, gpus in ((8, 1), (256, 1), (64, 2)):
+        workload = DNNTraining(
+            model=model,
+            dataset_samples=1000,
+            epochs=1,
+            batch_sizes=[per_gpu * gpus],
+            optimizer=Optimizer(optimizer),
+        )
+        candidate = Candidate(system, partition, node, 1, 8, gpus, per_gpu * gpus)
+        answer = AnalyticDNNEstimator().estimate(workload, candidate)
+        assert isinstance(answer, ResourceEstimate) and answer.gpu_memory_mb is not None
+        peak = memory_peak(workload, per_gpu * gpus, gpus, node.gpu)
+        analytic = answer.gpu_memory_mb
+        held = peak.total_mib / analytic.point  # reserved + context
+        handed_out = (peak.allocated_mib + peak.context_mib) / analytic.low
+        assert 0.85 < held < 1.15 and 0.85 < handed_out < 1.15, (per_gpu, gpus, held)
+        low, high = ratio_band(workload)
+        assert held < high and handed_out > low
+
+
+@pytest.mark.parametrize(("model", "optimizer"), [("resnet50", "sgd"), ("vgg11", "adam")])
+def test_no_untraced_option_gets_another_verdict_than_the_white_box(
+    model: str, optimizer: str
+) -> None:
+    """Safety of the narrow band: over batch sizes from far below to far above a 16 GB
+    P100, every option the planner leaves untraced gets the verdict the white-box peak
+    would give it (fits or is refused), and those near the capacity are traced."""
+    from knowledge_base.workload import Optimizer
+    from tools.estimators.gpu.workload_trace import memory_peak
+    from tools.planning.analytic import AnalyticDNNEstimator
+    from tools.planning.estimation import Candidate
+
+    system = load_seed_catalog().system("owens")
+    node = next(n for n in system.node_types if n.gpu is not None)
+    partition = next(p for p in system.partitions if p.node_type == node.name)
+    assert node.gpu is not None and node.gpu.memory_mb == 16_384
+    traced = untraced = 0
+    for batch in range(16, 400, 8):
+        workload = DNNTraining(
+            model=model,
+            dataset_samples=1000,
+            epochs=1,
+            batch_sizes=[batch],
+            optimizer=Optimizer(optimizer),
+        )
+        candidate = Candidate(system, partition, node, 1, 8, 1, batch)
+        answer = WhiteBoxGpuMemory(AnalyticDNNEstimator()).estimate(workload, candidate)
+        assert isinstance(answer, ResourceEstimate) and answer.gpu_memory_mb is not None
+        if answer.gpu_memory is not None:
+            traced += 1
+            continue
+        untraced += 1
+        fits_analytic = answer.gpu_memory_mb.point <= node.gpu.memory_mb
+        assert fits_analytic == memory_peak(workload, batch, 1, node.gpu).fits, batch
+    assert traced and untraced
 
 
 _NO_TORCH_PLAN = """

@@ -23,7 +23,7 @@ from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import Interval, ResourceEstimate
 from knowledge_base.workload import DNNTraining, Optimizer, Precision
 from tools.estimators.gpu.promoted import ServingCorrection, gpu_step
-from tools.estimators.gpu_memory.planner import far_above_capacity
+from tools.estimators.gpu_memory.planner import far_above_capacity, ratio_band
 from tools.planning import hardware
 from tools.planning.analytic import (
     STARTUP_LOW_S,
@@ -80,7 +80,8 @@ class GpuOpCostEstimator:
         gpu = candidate.node_type.gpu
         if gpu is None:
             return NoEstimate("gpu-opcost: the catalog does not name this GPU")
-        if far_above_capacity(base.gpu_memory_mb, gpu_memory_bound(candidate)[0]):
+        capacity_mib = gpu_memory_bound(candidate)[0]
+        if far_above_capacity(base.gpu_memory_mb, capacity_mib, ratio_band(workload)):
             # Refused for its memory whatever the time: the fallback's answer says so
             # without the kernels' trace.
             return NoEstimate("gpu-opcost: the option's GPU memory is far above the GPU's")

@@ -32,6 +32,7 @@ from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import GpuMemoryPeak
 from knowledge_base.workload import DNNTraining, Optimizer, Precision
 from tools.estimators.gpu.ops import GpuKernels
+from tools.estimators.gpu_memory.context import gpu_generation
 from tools.profiling.zoo.registry import TrainingTask
 
 __all__ = [
@@ -178,40 +179,6 @@ _PRECISIONS = {
     Precision.FP16: "amp_fp16",
     Precision.BF16: "amp_bf16",
 }
-# (pattern on the catalog's GPU model, generation): the CUDA context assumed per generation.
-_GENERATIONS = (
-    ("H100", "hopper"),
-    ("H200", "hopper"),
-    ("GH200", "hopper"),
-    ("L4", "ada"),
-    ("L40", "ada"),
-    ("RTX 6000 Ada", "ada"),
-    ("A100", "ampere"),
-    ("A30", "ampere"),
-    ("A40", "ampere"),
-    ("A10", "ampere"),
-    ("RTX A", "ampere"),
-    ("RTX 5000", "turing"),
-    ("RTX 6000", "turing"),
-    ("Quadro RTX", "turing"),
-    ("T4", "turing"),
-    ("V100", "volta"),
-    ("P100", "pascal"),
-    ("P40", "pascal"),
-    ("P4", "pascal"),
-    ("K80", "kepler"),
-    ("K40", "kepler"),
-)
-
-
-def gpu_generation(model: str) -> str | None:
-    """The architecture of a catalog GPU model name (None when unknown)."""
-    lowered = model.lower()
-    for pattern, generation in _GENERATIONS:
-        if pattern.lower() in lowered:
-            return generation
-    return None
-
 
 _TRACES: _Lru[tuple[StepKey, str, str], object] = _Lru(16)
 _PEAKS: _Lru[tuple[StepKey, str, str, int, bool, float | None, str], GpuMemoryPeak] = _Lru(2048)

@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.dnn.usermodel import UserModel
 from tools.estimators.gpu_memory.allocator import replay
+from tools.estimators.gpu_memory.context import CONTEXT_MB
 from tools.estimators.gpu_memory.recorder import Optimizer, StepRecorder, record_training_step
 from tools.estimators.gpu_memory.scaled import ddp_bucket_bytes
 from tools.profiling.zoo.registry import FAMILIES, TrainingTask, named_model
@@ -45,19 +46,6 @@ __all__ = [
 Generation = Literal["kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper"]
 PrecisionName = Literal["fp32", "amp", "amp_fp16", "amp_bf16"]
 
-# MiB per GPU, assumed (see the module docstring). Up to Volta: the PyTorch 1.x / CUDA
-# 10-11.0 builds those boards ran, which loaded every kernel of the libraries at start.
-# From Turing on: CUDA 12 builds with lazy loading.
-CONTEXT_MB: dict[str, float] = {
-    "kepler": 800.0,
-    "maxwell": 800.0,
-    "pascal": 800.0,
-    "volta": 800.0,
-    "turing": 500.0,
-    "ampere": 500.0,
-    "ada": 500.0,
-    "hopper": 500.0,
-}
 DDP_BUCKET_MB = 25.0  # torch.nn.parallel.DistributedDataParallel's bucket_cap_mb
 _MIB = float(1 << 20)
 
