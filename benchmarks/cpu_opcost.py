@@ -53,11 +53,11 @@ THREADS = (1, 2)
 RUNS = 3
 
 
-def measure() -> None:
+def measure(out_path: Path | None = None) -> None:
     import torch
 
     from tools.estimators.dnn.usermodel import load_user_model
-    from tools.profiling.optiming import time_training_step
+    from tools.profiling.optiming import training_step_samples
     from tools.profiling.profiler import hardware_descriptors
 
     out: list[dict[str, Any]] = []
@@ -65,10 +65,11 @@ def measure() -> None:
         user = load_user_model(HELDOUT / f"{stem}.py", cls)
         for batch in batches:
             for threads in THREADS:
-                runs = []
+                samples = []
                 for run in range(RUNS):
                     torch.manual_seed(run)
-                    runs.append(time_training_step(user.task(batch), "sgd", threads))
+                    samples.append(training_step_samples(user.task(batch), "sgd", threads))
+                runs = [statistics.median(r) for r in samples]
                 row = {
                     "file": stem,
                     "class": cls,
@@ -77,6 +78,8 @@ def measure() -> None:
                     "optimizer": "sgd",
                     "step_s": statistics.median(runs),
                     "runs_step_s": runs,
+                    "least_s": min(min(r) for r in samples),
+                    "samples_s": [[float(f"{v:.6g}") for v in r] for r in samples],
                     "loadavg_1m": round(os.getloadavg()[0], 2),
                 }
                 print(json.dumps(row), flush=True)
@@ -90,42 +93,77 @@ def measure() -> None:
             "--measure",
             "time_basis": "optiming.time_training_step: critical-path CPU time of an eager SGD "
             "step (1 thread: the thread's CPU time; 2 threads: max(main, process - main)), "
-            "median of 5 steps after 2 warm-up; median of 3 runs",
+            "median of 5 steps after 2 warm-up; median of 3 runs (step_s); least_s the least "
+            "of the 15 steps",
             "recorded_at": datetime.now(UTC).isoformat(),
         },
         "rows": out,
     }
-    (DATA / "heldout_steps.json").write_text(json.dumps(body, indent=1) + "\n")
+    (out_path or DATA / "heldout_steps.json").write_text(json.dumps(body, indent=1) + "\n")
 
 
-SAME_LOAD = DATA / "same_load"
+STAT = {"median": "step_s", "least": "least_s"}
 
 
-def _zoo_now() -> dict[str, float]:
-    """Zoo items' whole steps timed under the operators' conditions (``opsweep --steps``)."""
+def _steps_now() -> dict[str, dict[str, Any]]:
+    """``opsweep --steps`` lines (zoo and recurrent probe steps timed like their
+    operators, with recurrent loops' operator counts), by item id."""
     from tools.profiling.opsweep import read_items
 
-    return {i["id"]: float(i["step_s"]) for i in read_items(DATA / "zoo_steps.jsonl")}
+    return {i["id"]: i for i in read_items(DATA / "zoo_steps.jsonl")}
 
 
-def train(truth: str) -> None:
+def _rnn_counts() -> dict[str, dict[str, Any]]:
+    """Recurrent loops' operator counts of every item (``opsweep --rnn-counts``)."""
+    from tools.profiling.opsweep import read_items
+
+    return {i["id"]: i for i in read_items(DATA / "rnn_counts.jsonl")}
+
+
+def fit(truth: str, stat: str, rnn: bool, probes: str = "recurrent") -> Any:
+    """The per-operator model on the sweep's timings: step coefficients fitted on the
+    profiler's step times (``sweep``) or on the steps timed here (``now``, ``stat``:
+    the median or least step), recurrent loops counted apart (``rnn``) or not; the probe
+    networks' steps that train the step law too: ``recurrent``, ``all`` or ``none``."""
     from tools.estimators.dnn.opcost import fit_opcost
     from tools.profiling.opsweep import read_items
 
     path = DATA / "op_timings.jsonl"
     with path.open() as handle:
         provenance = json.loads(handle.readline())
-    began = time.monotonic()
-    now = _zoo_now() if truth == "now" else None
-    model = fit_opcost(read_items(path), provenance=provenance, truth=now)
-    model.meta["command"] = f"python benchmarks/cpu_opcost.py --train --truth {truth}"
+    items = read_items(path)
+    lines = _steps_now()
+    now = {k: float(v[STAT[stat]]) for k, v in lines.items()} if truth == "now" else None
+    if now is not None:
+        kept = {"none": (), "recurrent": ("probe-recurrent-",), "all": ("probe-",)}[probes]
+        now = {
+            k: v
+            for k, v in now.items()
+            if not k.startswith("probe-") or (rnn and k.startswith(kept))
+        }
+    counts = _rnn_counts()
+    merged = {k: {**counts.get(k, {}), **lines.get(k, {})} for k in {*counts, *lines}}
+    model = fit_opcost(items, provenance=provenance, truth=now, extra=merged if rnn else None)
+    model.meta["command"] = (
+        f"python benchmarks/cpu_opcost.py --train --truth {truth} --stat {stat} "
+        f"--probe-steps {probes}" + ("" if rnn else " --no-rnn")
+    )
     model.meta["step_truth"] = (
-        "zoo steps timed like their operators (opsweep --steps, data/cpu_opcost/zoo_steps.jsonl)"
-        if now
+        f"zoo and recurrent probe steps timed like their operators ({stat}; opsweep --steps, "
+        "data/cpu_opcost/zoo_steps.jsonl)"
+        if now is not None
         else "the profiler's step times (cpu_sweep.jsonl: dedicated, or CPU time on 1 thread)"
     )
+    model.meta["recurrent_loops"] = rnn
+    model.meta["probe_steps"] = probes if rnn else "none"
+    return model
+
+
+def train(truth: str, stat: str, rnn: bool, probes: str) -> None:
+    began = time.monotonic()
+    model = fit(truth, stat, rnn, probes)
     model.meta["trained_s"] = round(time.monotonic() - began, 1)
-    model.save(SAME_LOAD if now else DATA)
+    model.save(DATA)
     print(f"trained {model.estimator_id} in {model.meta['trained_s']} s", flush=True)
 
 
@@ -160,42 +198,97 @@ def _zoo_table(name: str, meta: dict[str, Any]) -> None:
             )
 
 
-def report(record: bool) -> None:
+def _describe(name: str, model: Any) -> None:
     import math
 
+    print(
+        f"# {name}: {model.estimator_id}, {model.meta['operator_rows']} operator rows, "
+        f"{model.meta['step_rows']} zoo steps, {model.meta.get('probe_step_rows', 0)} probe "
+        f"steps; p10/p90 x{math.exp(model.log_q10):.2f} / x{math.exp(model.log_q90):.2f}; "
+        "step coefficients [compute, other, s per eager operator, update, s per recurrent-"
+        f"loop operator]: { {k: [float(f'{c:.4g}') for c in v] for k, v in model.step.items()} }"
+    )
+
+
+def _probe_fit(model: Any) -> None:
+    """How the shipped model's step law fits the probe networks' whole steps (those it
+    was trained on: an in-sample check, per probe and thread count)."""
+    import numpy as np
+
+    from tools.estimators.dnn.opcost import step_items
+    from tools.profiling.opsweep import read_items
+
+    stat = "least" if "least" in model.meta.get("step_truth", "") else "median"
+    lines = _steps_now()
+    truth = {k: float(v[STAT[stat]]) for k, v in lines.items() if k.startswith("probe-")}
+    steps = step_items(read_items(DATA / "op_timings.jsonl"), truth, lines)
+    errors: dict[tuple[str, int], list[float]] = {}
+    for step in (s for s in steps if s.probe):
+        _, p50, _ = model.predict_s(
+            step.x,
+            step.counts,
+            threads=step.threads,
+            optimizer="sgd",
+            parameters=step.parameters,
+            rnn_ops=step.rnn_ops,
+            rnn_calls=step.rnn_calls,
+        )
+        key = (step.family.removeprefix("probe:"), step.threads)
+        errors.setdefault(key, []).append((p50 - step.measured_s) / step.measured_s)
+    if not errors:
+        return
+    print("\n## Probe networks' steps (in the step law's fit)")
+    print("| probe | threads | steps | MAPE | median error |")
+    print("|---|---|---|---|---|")
+    for (probe, threads), errs in sorted(errors.items()):
+        print(
+            f"| {probe} | {threads} | {len(errs)} | {_pct(float(np.mean(np.abs(errs))))} | "
+            f"{float(np.median(errs)):+.0%} |"
+        )
+
+
+def report(record: bool) -> None:
     from tools.estimators.dnn.dataset import graph_data
     from tools.estimators.dnn.opcost import OpCostModel
     from tools.estimators.dnn.service import estimate, hardware_options, load_bundle
     from tools.estimators.dnn.usermodel import load_user_model
     from tools.profiling.opsweep import read_items
 
-    product, same = OpCostModel.load(DATA), OpCostModel.load(SAME_LOAD)
-    for name, model in (("profiler's step times", product), ("same-load step times", same)):
-        print(
-            f"# per-operator CPU model {model.estimator_id} ({name}): "
-            f"{model.meta['operator_rows']} operator rows, {model.meta['step_rows']} zoo steps; "
-            f"p10/p90 x{math.exp(model.log_q10):.2f} / x{math.exp(model.log_q90):.2f}; "
-            f"step coefficients [compute, other, s per operator, update]: {model.step}"
-        )
-    for name, model in (("profiler's step times", product), ("same-load step times", same)):
+    product = OpCostModel.load(DATA)
+    stat = "least" if "least" in product.meta.get("step_truth", "") else "median"
+    began = time.monotonic()
+    before = fit("sweep", "median", rnn=False)  # the model shipped before: profiler's times
+    plain = fit("now", stat, rnn=False)  # steps timed here, recurrent loops not apart
+    print(f"# (two comparison models refitted in {time.monotonic() - began:.0f} s)")
+    for name, model in (
+        ("shipped: steps timed here, recurrent loops apart", product),
+        ("steps timed here, recurrent loops not apart", plain),
+        ("before: the profiler's step times (AVX-512 host)", before),
+    ):
+        _describe(name, model)
+    _probe_fit(product)
+    for name, model in (("shipped", product), ("profiler's step times, before", before)):
         _zoo_table(name, model.meta)
-    # How much slower the zoo's steps ran when the operators were timed than when the
-    # profiler measured them: the factor that brings same-load times to the profiler's.
-    now = _zoo_now()
+    # How much slower the zoo's steps ran here than when the profiler measured them:
+    # the factor that brings this host's times to the profiler's (for the models that
+    # answer the profiler's times: the one before and the bundle).
+    lines = _steps_now()
     items = {i["id"]: i for i in read_items(DATA / "op_timings.jsonl") if i["kind"] == "zoo"}
     inflation = {
         t: statistics.median(
-            now[k] / items[k]["measured_step_s"] for k in now if items[k]["threads"] == t
+            float(lines[k][STAT[stat]]) / items[k]["measured_step_s"]
+            for k in items
+            if k in lines and items[k]["threads"] == t
         )
         for t in THREADS
     }
     print(
-        "\nzoo steps, same-load time / profiler's time (median): "
+        f"\nzoo steps, time here ({stat}) / profiler's time (median): "
         + ", ".join(f"{t} thread(s) x{v:.2f}" for t, v in inflation.items())
     )
     truth = json.loads((DATA / "heldout_steps.json").read_text())
     bundle, _ = load_bundle(Path("~/.rightsize").expanduser())
-    rows: list[tuple[str, int, int, float, Q, Q, Q]] = []
+    rows: list[tuple[str, int, int, float, Q, Q, Q, Q]] = []
     timing: list[float] = []
     for stem, (cls, batches) in MODELS.items():
         user = load_user_model(HELDOUT / f"{stem}.py", cls)
@@ -203,6 +296,7 @@ def report(record: bool) -> None:
             began = time.monotonic()
             data = graph_data(user.graph(batch))
             traced = time.monotonic() - began
+            rnn_ops, rnn_calls = data.rnn_counts
             for threads in THREADS:
                 measured = next(
                     r
@@ -215,16 +309,20 @@ def report(record: bool) -> None:
                     "optimizer": "sgd",
                     "parameters": int(data.summary["parameters"]),
                 }
-                ours = product.predict_s(data.x.astype(float), None, **kwargs)
+                x = data.x.astype(float)
+                ours = product.predict_s(x, None, **kwargs, rnn_ops=rnn_ops, rnn_calls=rnn_calls)
                 timing.append(traced + time.monotonic() - began)
-                ours_same = same.predict_s(data.x.astype(float), None, **kwargs)
-                options = hardware_options(["local"], None, threads)
+                ours_plain = plain.predict_s(x, None, **kwargs)
+                theirs_before = before.predict_s(x, None, **kwargs)
+                # the bundle as it answers a host of the CPU model it was trained on
+                (option,) = hardware_options(["local"], None, threads)
+                option = option.model_copy(update={"cpu_isa": ""})
                 q = estimate(
                     {batch: data},
                     epochs=1,
                     samples=batch,
                     optimizer="sgd",
-                    options=options,
+                    options=[option],
                     bundle=bundle,
                 )[0].iteration_time_s
                 rows.append(
@@ -232,63 +330,84 @@ def report(record: bool) -> None:
                         stem,
                         batch,
                         threads,
-                        measured["step_s"],
+                        float(measured[STAT[stat]]),
                         ours,
-                        ours_same,
+                        ours_plain,
+                        theirs_before,
                         (q.p10, q.p50, q.p90),
                     )
                 )
     print("\n## Held-out model files (families the zoo lacks), measured here")
     print(
-        "same-load: the per-operator model whose step coefficients were fitted on zoo steps "
-        "timed like the held-out ones, against the measurement as it is; per-operator and "
-        "bundle (both answer the profiler's step times): against the measurement divided "
-        "by the zoo's same-load inflation"
+        f"measured: {stat} step here (heldout_steps.json), the truth of the models fitted on "
+        "steps timed here; deflated: divided by the zoo's inflation above, the truth of the "
+        "models that answer the profiler's AVX-512 times (the one before, the bundle)"
     )
     print(
-        "| file | batch | threads | measured s | same-load p50 (p10-p90) | err "
-        "| deflated s | per-op p50 (p10-p90) | err | bundle p50 (p10-p90) | err |"
+        "| file | batch | threads | measured s | shipped p50 (p10-p90) | err "
+        "| not apart p50 | err | deflated s | before p50 (p10-p90) | err "
+        "| bundle p50 (p10-p90) | err |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def cell(q: Q, y: float) -> str:
         return f"{q[1]:.4f} ({q[0]:.4f}-{q[2]:.4f}) | {(q[1] - y) / y:+.0%}"
 
-    for stem, batch, threads, y, ours, ours_same, theirs in rows:
+    for stem, batch, threads, y, ours, ours_plain, theirs_before, theirs in rows:
         deflated = y / inflation[threads]
         print(
-            f"| {stem} | {batch} | {threads} | {y:.4f} | {cell(ours_same, y)} | {deflated:.4f} "
-            f"| {cell(ours, deflated)} | {cell(theirs, deflated)} |"
+            f"| {stem} | {batch} | {threads} | {y:.4f} | {cell(ours, y)} "
+            f"| {ours_plain[1]:.4f} | {(ours_plain[1] - y) / y:+.0%} | {deflated:.4f} "
+            f"| {cell(theirs_before, deflated)} | {cell(theirs, deflated)} |"
         )
-    same_s = _scores([(r[5], r[3]) for r in rows])
-    ours_s = _scores([(r[4], r[3] / inflation[r[2]]) for r in rows])
-    theirs_s = _scores([(r[6], r[3] / inflation[r[2]]) for r in rows])
-    print("\n| estimator | truth | rows | MAPE | max APE | within 20% | under | p10-p90 coverage |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, kind, s in (
-        (f"per-operator, same-load ({same.estimator_id})", "measured", same_s),
-        (f"per-operator ({product.estimator_id})", "deflated", ours_s),
-        ("HARP bundle (hybrid)", "deflated", theirs_s),
-    ):
-        print(
-            f"| {name} | {kind} | {s['rows']} | {_pct(s['mape'])} | {_pct(s['max_ape'])} | "
-            f"{s['within_20pct']:.2f} | {s['under_rate']:.2f} | {s['coverage_p10_p90']:.2f} |"
+
+    def scored(column: int, deflate: bool, threads: int | None = None) -> dict[str, float]:
+        return _scores(
+            [
+                (r[column], r[3] / (inflation[r[2]] if deflate else 1.0))  # type: ignore[misc]
+                for r in rows
+                if threads is None or r[2] == threads
+            ]
         )
+
+    print(
+        "\n| estimator | truth | threads | rows | MAPE | max APE | within 20% | under "
+        "| p10-p90 coverage |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    table = (
+        (f"per-operator, shipped ({product.estimator_id})", 4, False),
+        ("per-operator, recurrent loops not apart", 5, False),
+        ("per-operator before (profiler's step times)", 6, True),
+        ("HARP bundle (hybrid)", 7, True),
+    )
+    for name, column, deflate in table:
+        for only in (None, *THREADS):
+            s = scored(column, deflate, only)
+            print(
+                f"| {name} | {'deflated' if deflate else 'measured'} | "
+                f"{'all' if only is None else only} | {s['rows']} | {_pct(s['mape'])} | "
+                f"{_pct(s['max_ape'])} | {s['within_20pct']:.2f} | {s['under_rate']:.2f} | "
+                f"{s['coverage_p10_p90']:.2f} |"
+            )
     print(
         "\nper-operator estimate of one step (trace + predict), median "
         f"{statistics.median(timing):.2f} s"
     )
     if record:
+        ours_s, theirs_s = scored(4, False), scored(7, True)
         meta = product.meta
         meta["heldout"] = {
             "files": sorted(MODELS),
             "opcost": ours_s,
+            "opcost_threads": {f"t{t}": scored(4, False, t) for t in THREADS},
             "bundle": theirs_s,
-            "same_load": same_s,
+            "before": scored(6, True),
             "inflation": {f"t{t}": v for t, v in inflation.items()},
             "better_than_bundle": ours_s["mape"] < theirs_s["mape"]
             and ours_s["coverage_p10_p90"] >= theirs_s["coverage_p10_p90"],
-            "truth": "data/cpu_opcost/heldout_steps.json divided by the zoo's same-load inflation",
+            "truth": f"data/cpu_opcost/heldout_steps.json ({stat} step) as measured; the "
+            "bundle against it divided by the zoo's inflation",
         }
         body = json.loads((DATA / "opcost.json").read_text())
         body["meta"] = meta
@@ -299,14 +418,23 @@ def report(record: bool) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--measure", action="store_true", help="measure the held-out files")
+    parser.add_argument("--out", type=Path, help="--measure: write here instead")
     parser.add_argument("--train", action="store_true", help="fit and save the model")
-    parser.add_argument("--truth", choices=("sweep", "now"), default="sweep")
+    parser.add_argument("--truth", choices=("sweep", "now"), default="now")
+    parser.add_argument("--stat", choices=tuple(STAT), default="median")
+    parser.add_argument("--no-rnn", action="store_true", help="recurrent loops not apart")
+    parser.add_argument(
+        "--probe-steps",
+        choices=("recurrent", "all", "none"),
+        default="recurrent",
+        help="probe networks' steps that train the step law (with the loops apart)",
+    )
     parser.add_argument("--record", action="store_true", help="write the held-out comparison")
     args = parser.parse_args()
     if args.measure:
-        measure()
+        measure(args.out)
     elif args.train:
-        train(args.truth)
+        train(args.truth, args.stat, not args.no_rnn, args.probe_steps)
     else:
         report(args.record)
     return 0
