@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from knowledge_base.errors import InvalidInputError
 from simulations.synth.classes import ClassScheme, fit_classes
+from simulations.synth.clock import TraceClock
 from simulations.synth.columns import (
     MODEL_COLUMNS,
     JobTable,
@@ -85,6 +86,14 @@ class SynthMetadata(BaseModel):
     seed: int
     fit_seconds: float = Field(ge=0)
     options: dict[str, float | int | str | bool] = Field(default_factory=dict)
+
+    @property
+    def clock(self) -> TraceClock:
+        """The training trace's clock: a sampled trace's t=0 is its first submission."""
+        return TraceClock(
+            epoch_s=int(self.unix_start_time_s or 0) + int(self.first_submit_s),
+            zone_name=self.time_zone_string,
+        )
 
     @classmethod
     def of_training(
@@ -230,9 +239,14 @@ class Sample:
     kept_share: float = 1.0  # share of a sequence model's jobs kept by thinning to the load
 
 
-_SEQUENCE_DENSITY = 1.25  # a sequence model draws this much more load, for thinning to take
-_SEQUENCE_MARGIN = 1.3  # and this many more jobs, so that thinning leaves enough
+_SEQUENCE_DENSITY = 1.5  # a sequence model draws this much more load, for thinning to take
+_SEQUENCE_MARGIN = 1.7  # and this many more jobs, so that thinning leaves enough
 _CAP = 1.1  # no trailing week offers more than this times the training trace's load
+# A session is admitted less often while the fluid backlog of those admitted is long:
+# share / (1 + backlog / this), in machine-seconds (see _admit_by_backlog). Chosen on
+# SDSC-SP2 and HPC2N (first 20,000 jobs, seeds 0-2): 3 h gave HPC2N -37% to -10% EASY
+# bsld, 8 h -10% to +17%; SDSC-SP2 moved little between them.
+_BACKLOG_SCALE_S = 8 * 3600.0
 _CAP_WINDOW_S = _WEEK_S
 
 
@@ -277,6 +291,96 @@ def _thinning_units(table: JobTable) -> np.ndarray:
     return out
 
 
+def _admit_by_backlog(
+    table: JobTable,
+    unit: np.ndarray,
+    u: np.ndarray,
+    share: np.ndarray,
+    backlog_scale_s: float,
+    machine_procs: int,
+) -> np.ndarray:
+    """Sessions admitted in submit order, each at its first job with probability
+    ``min(1, share[unit] / (1 + backlog / backlog_scale_s))``, the backlog being the fluid queue
+    of the jobs admitted so far (machine-seconds, drained at the machine's rate); ``u``:
+    one uniform per unit. Whether a session is admitted does not depend on its own jobs,
+    so the survivors keep the mix of big and small jobs."""
+    submit = table.submit_s.astype(np.float64)
+    work = (
+        np.minimum(table.run_s, table.requested_time_s).astype(np.float64)
+        * np.minimum(table.procs, machine_procs)
+        / machine_procs
+    ).tolist()
+    decided = np.zeros(u.size, dtype=np.int8)  # 0 undecided, 1 admitted, -1 dropped
+    keep = np.zeros(submit.size, dtype=bool)
+    backlog, now = 0.0, float(submit[0]) if submit.size else 0.0
+    for i, (at, job_unit) in enumerate(zip(submit.tolist(), unit.tolist(), strict=True)):
+        backlog = max(backlog - (at - now), 0.0)
+        now = at
+        if decided[job_unit] == 0:
+            p = share[job_unit] / (1.0 + backlog / backlog_scale_s)
+            decided[job_unit] = 1 if u[job_unit] < p else -1
+        if decided[job_unit] == 1:
+            keep[i] = True
+            backlog += work[i]
+    return keep
+
+
+def _admit_to_load(
+    table: JobTable,
+    *,
+    target_load: float,
+    machine_procs: int,
+    n_jobs: int,
+    u: np.ndarray,
+    backlog_scale_s: float | None,
+    hours: np.ndarray | None,
+) -> np.ndarray:
+    """Which jobs are kept, whole units at a time, at the admission share (found by
+    bisection) that leaves ``target_load`` in the first ``n_jobs`` kept: each unit with
+    probability ``share`` (``u`` below it), or, given ``backlog_scale_s``, as
+    :func:`_admit_by_backlog` decides.
+
+    ``hours`` (each job's local hour of day): sessions are then admitted as often at
+    every hour of the day (per-hour factors, refined twice), or the busy hours, when the
+    backlog is longest, would lose more than the night and the daily cycle flatten."""
+    unit = _thinning_units(table)
+    units = int(unit.max()) + 1
+    first = np.zeros(units, dtype=np.int64)
+    first[unit[::-1]] = np.arange(unit.size)[::-1]  # each unit's first job
+    unit_hour = hours[first] if hours is not None else np.zeros(units, dtype=np.int64)
+    factor = np.ones(units)
+    rounds = 3 if hours is not None else 1
+
+    def admit(share: np.ndarray) -> np.ndarray:
+        if backlog_scale_s is None:
+            out: np.ndarray = (u < share)[unit]
+        else:
+            out = _admit_by_backlog(table, unit, u, share, backlog_scale_s, machine_procs)
+        out[unit == unit[0]] = True  # the first job's unit stays: t=0 is the real one
+        return out
+
+    load = offered_load(table, machine_procs)
+    keep = np.ones(len(table), dtype=bool)
+    for round_ in range(rounds):
+        low, high = 0.0, 4.0 * target_load / max(load, 1e-12) + 1.0
+        for _ in range(16):
+            share = 0.5 * (low + high)
+            kept = _keep_rows(table, admit(share * factor)).take(slice(0, n_jobs))
+            if offered_load(kept, machine_procs) > target_load:
+                high = share
+            else:
+                low = share
+        keep = admit(low * factor)
+        if round_ + 1 < rounds:
+            admitted = np.zeros(units, dtype=bool)
+            admitted[unit[keep]] = True
+            rate = np.bincount(unit_hour, weights=admitted, minlength=24) / np.maximum(
+                np.bincount(unit_hour, minlength=24), 1
+            )
+            factor *= np.clip(admitted.mean() / np.maximum(rate, 1e-3), 0.5, 2.0)[unit_hour]
+    return keep
+
+
 def thin_to_load(
     table: JobTable,
     *,
@@ -285,6 +389,8 @@ def thin_to_load(
     n_jobs: int,
     rng: np.random.Generator,
     cap_load: float | None = None,
+    backlog_scale_s: float | None = None,
+    hours: np.ndarray | None = None,
 ) -> tuple[JobTable, float]:
     """The first ``n_jobs`` of ``table`` after dropping jobs so that they offer
     ``target_load``; returns them and the share of jobs kept.
@@ -292,23 +398,31 @@ def thin_to_load(
     For a sequence model, whose gaps carry the time of day: dropping jobs keeps every
     survivor's submit time, where rescaling gaps would slide the daily cycle. Two steps:
     users' sessions (:func:`~simulations.synth.temporal.sessions`, in runs of at most
-    ``_UNIT_JOBS``) are dropped whole, at random, down to the target (dropping single
-    jobs would cut every session short); then, in any calendar week still offering
-    more than ``cap_load`` (default ``_CAP`` times the target), more sessions are
-    dropped at random down to it (the model, not knowing the queue, can drift into
-    overloaded weeks that real users, who see the queue, do not make). Both steps drop
-    jobs whatever their size: the cap used to admit jobs one by one while the trailing
-    week had room, which dropped big jobs rather than small ones wherever a trace ran at
-    the cap.
+    ``_UNIT_JOBS``) are dropped whole down to the target (dropping single jobs would cut
+    every session short): at random, or, given ``backlog_scale_s``, admitted less often
+    while the fluid backlog of the sessions admitted so far is long
+    (:func:`_admit_to_load`; ``hours`` keeps the admission even over the hours of the
+    day), as real users submit less when the machine is backed up; then, in any
+    calendar week still offering more than ``cap_load`` (default ``_CAP`` times the
+    target), more sessions are dropped at random down to it. Neither step looks at a
+    session's own jobs, so both keep the mix of big and small ones: the cap used to admit
+    jobs one by one while the trailing week had room, which dropped big jobs rather than
+    small ones wherever a trace ran at the cap.
     """
     cap = _CAP * target_load if cap_load is None else cap_load
     head = table.take(slice(0, int(np.ceil(n_jobs * _SEQUENCE_MARGIN))))
     load = offered_load(head, machine_procs)
     keep = np.ones(len(table), dtype=bool)
     if load > target_load > 0:
-        unit = _thinning_units(table)
-        keep = (rng.random(int(unit.max()) + 1) < target_load / load)[unit]
-        keep[0] = True
+        keep = _admit_to_load(
+            table,
+            target_load=target_load,
+            machine_procs=machine_procs,
+            n_jobs=n_jobs,
+            u=rng.random(int(_thinning_units(table).max()) + 1),
+            backlog_scale_s=backlog_scale_s,
+            hours=hours,
+        )
     thinned = _keep_rows(table, keep)
     admitted = _thin_weeks_under_cap(thinned, cap, machine_procs, rng)
     capped = _keep_rows(thinned, admitted).take(slice(0, n_jobs))
@@ -324,8 +438,9 @@ def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool 
     (:class:`SequenceTraceModel`), whose gaps carry the time of day, draws
     ``_SEQUENCE_MARGIN`` times the jobs at ``_SEQUENCE_DENSITY`` times the training load
     (its operational clock sped up or slowed down, the daily cycle kept), then drops whole
-    sessions at random down to the load instead (:func:`thin_to_load`); its real-time
-    gaps are never rescaled, and ``load_factor`` stays 1.
+    sessions down to the load instead, fewer while the backlog of those kept is short,
+    more while it is long (:func:`thin_to_load`); its real-time gaps are never rescaled,
+    and ``load_factor`` stays 1.
     """
     if n_jobs < 1:
         raise InvalidInputError("ask for at least one job", field="jobs", value=n_jobs)
@@ -354,6 +469,8 @@ def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool 
             n_jobs=n_jobs,
             rng=rng,
             cap_load=max(_CAP * meta.offered_load, peak),
+            backlog_scale_s=_BACKLOG_SCALE_S,
+            hours=meta.clock.hour_and_weekday(table.submit_s)[0],
         )
     if match_load and not sequence:
         factor = match_offered_load(

@@ -548,11 +548,7 @@ class SequenceModel:
 
     @property
     def clock(self) -> TraceClock:
-        meta = self.metadata
-        return TraceClock(
-            epoch_s=int(meta.unix_start_time_s or 0) + int(meta.first_submit_s),
-            zone_name=meta.time_zone_string,
-        )
+        return self.metadata.clock
 
     def _history(self, work_scale: float = 1.0) -> _History:
         """A fresh history; ``work_scale``: the share of each job's work the queue state

@@ -1,0 +1,126 @@
+"""Thinning a sequence model's extra load by the backlog: sessions are admitted less often
+while the fluid queue of those admitted is long, at every hour alike, whatever their size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulations.synth.columns import JobTable
+from simulations.synth.generator import offered_load, thin_to_load, weekly_load_cv
+
+_DAY = 86_400
+
+
+def _table(submit_s: np.ndarray, procs: np.ndarray, run_s: np.ndarray) -> JobTable:
+    n = submit_s.size
+    return JobTable(
+        interarrival_s=np.diff(submit_s, prepend=submit_s[:1]).astype(np.float64),
+        procs=procs,
+        requested_time_s=run_s.copy(),
+        run_s=run_s,
+        status=np.ones(n, dtype=np.int64),
+        user=np.arange(n, dtype=np.int64) % 50,
+    )
+
+
+def _bursty(rng: np.random.Generator) -> JobTable:
+    # Twelve weeks, every third one submitting three times as much: jobs of 8 of 64
+    # processors for 1-4 h.
+    weeks = []
+    for week in range(12):
+        count = 1200 if week % 3 == 2 else 400
+        weeks.append(np.sort(rng.uniform(week * 7 * _DAY, (week + 1) * 7 * _DAY, count)))
+    submit = np.concatenate(weeks)
+    submit -= submit[0]
+    n = submit.size
+    return _table(submit, np.full(n, 8), rng.integers(3600, 4 * 3600, n).astype(np.float64))
+
+
+def test_backlog_thinning_drops_more_in_overloaded_weeks_than_at_random() -> None:
+    table = _bursty(np.random.default_rng(0))
+    target = offered_load(table, 64) / 1.4
+    random_cv, backlog_cv = [], []
+    for seed in range(3):
+        thinned = [
+            thin_to_load(
+                table,
+                target_load=target,
+                machine_procs=64,
+                n_jobs=len(table),
+                rng=np.random.default_rng(seed),
+                cap_load=10.0,  # the weekly cap off: the admission alone
+                backlog_scale_s=scale,
+            )[0]
+            for scale in (None, 3 * 3600.0)
+        ]
+        at_random, by_backlog = thinned
+        assert offered_load(by_backlog, 64) == pytest.approx(target, rel=0.05)
+        random_cv.append(weekly_load_cv(at_random, 64))
+        backlog_cv.append(weekly_load_cv(by_backlog, 64))
+    # At random the bursts stay as they were (CV ~0.6); by the backlog they shrink.
+    assert max(backlog_cv) < min(random_cv) - 0.1
+
+
+def test_backlog_thinning_keeps_the_mix_of_big_and_small_jobs() -> None:
+    # Big jobs make the backlog, but whether a session is admitted depends on the jobs
+    # before it, not on its own: work per job stays the source's.
+    rng = np.random.default_rng(3)
+    n = 6000
+    submit = np.cumsum(rng.integers(1, 3600, size=n)).astype(np.float64)
+    submit -= submit[0]
+    big = rng.random(n) < 0.05
+    table = _table(submit, np.where(big, 128, 2), np.where(big, 43_200, 3600))
+    target = offered_load(table, 256) / 1.25
+    thinned, _ = thin_to_load(
+        table,
+        target_load=target,
+        machine_procs=256,
+        n_jobs=4000,
+        rng=rng,
+        backlog_scale_s=3 * 3600.0,
+    )
+    per_job = (thinned.procs * thinned.run_s).mean() / (table.procs * table.run_s).mean()
+    assert per_job == pytest.approx(1.0, abs=0.1)
+    assert offered_load(thinned, 256) == pytest.approx(target, rel=0.08)
+
+
+def test_backlog_thinning_keeps_the_hour_of_day_profile_when_given_the_hours() -> None:
+    # Office hours submit four times as much as the night: the backlog is longest in the
+    # afternoon, so admission by the backlog alone drops more there.
+    rng = np.random.default_rng(5)
+    hours_of_day = np.arange(24)
+    rate = np.where((hours_of_day >= 9) & (hours_of_day < 18), 4.0, 1.0)
+    per_hour = rng.poisson(np.tile(rate, 60) * 3.0)
+    submit = np.sort(
+        np.concatenate(
+            [h * 3600 + rng.uniform(0, 3600, k) for h, k in enumerate(per_hour.tolist())]
+        )
+    )
+    submit -= submit[0]
+    n = submit.size
+    table = _table(submit, np.full(n, 16), np.full(n, 5400.0))
+    hours = ((submit // 3600) % 24).astype(np.int64)
+    target = offered_load(table, 64) / 1.4
+
+    def profile(t: JobTable) -> np.ndarray:
+        counts = np.bincount(((t.submit_s // 3600) % 24).astype(np.int64), minlength=24)
+        out: np.ndarray = counts / counts.sum()
+        return out
+
+    source = profile(table)
+    tv = {}
+    for label, given in (("without", None), ("with", hours)):
+        thinned, _ = thin_to_load(
+            table,
+            target_load=target,
+            machine_procs=64,
+            n_jobs=n,
+            rng=np.random.default_rng(1),
+            cap_load=10.0,
+            backlog_scale_s=3600.0,
+            hours=given,
+        )
+        tv[label] = 0.5 * np.abs(profile(thinned) - source).sum()
+    assert tv["with"] < 0.02
+    assert tv["with"] < tv["without"] / 2
