@@ -28,20 +28,33 @@ if [ "$#" -gt 0 ]; then
     exec .venv/bin/pytest --durations=20 "$@"
 fi
 
-# The whole suite in two pytest runs side by side: the `slurm` tests (they share the
-# cluster's one node, so they run one after another, and mostly wait on it) in the
-# background, everything else meanwhile. A test not marked `slurm` does not see the cluster
-# (tests/conftest.py unsets SLURM_CONF for it). The slurm run's output follows the rest's.
+# The whole suite in three pytest runs side by side. The `slurm` tests mostly wait on the
+# cluster's one node, in two lanes in the background: the end-to-end ones (tests/e2e: a
+# researcher's hour, the cascade; minutes of CLI runs and training) and the rest, one
+# test after another in each lane. Their bounded waits allow for a job queued behind the
+# other lane's, no test counts the other lane's jobs, and none stops the shared controller
+# (a test that does so starts its own cluster: tests/private_slurm.py). Everything else
+# runs meanwhile; a test not marked `slurm` does not see the cluster (tests/conftest.py
+# unsets SLURM_CONF for it). The slurm lanes' output follows the rest's.
+e2e_log="$(mktemp)"
 slurm_log="$(mktemp)"
-.venv/bin/pytest -m slurm -p no:cacheprovider --durations=10 >"$slurm_log" 2>&1 &
+.venv/bin/pytest -m "slurm and e2e" -p no:cacheprovider --durations=10 tests/e2e >"$e2e_log" 2>&1 &
+e2e_pid=$!
+.venv/bin/pytest -m "slurm and not e2e" -p no:cacheprovider --durations=10 >"$slurm_log" 2>&1 &
 slurm_pid=$!
 rest=0
 .venv/bin/pytest -m "not slurm" --durations=20 || rest=$?
+e2e=0
+wait "$e2e_pid" || e2e=$?
 slurm=0
 wait "$slurm_pid" || slurm=$?
 echo
-echo "================ the slurm tests (run beside the rest) ================"
+echo "================ the slurm tests, end to end (run beside the rest) ================"
+cat "$e2e_log"
+echo
+echo "================ the other slurm tests (run beside the rest) ================"
 cat "$slurm_log"
-rm -f "$slurm_log"
+rm -f "$e2e_log" "$slurm_log"
 if [ "$rest" -ne 0 ]; then exit "$rest"; fi
+if [ "$e2e" -ne 0 ]; then exit "$e2e"; fi
 exit "$slurm"

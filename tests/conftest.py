@@ -12,11 +12,15 @@ import shutil
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from knowledge_base.store import KnowledgeBase
+
+if TYPE_CHECKING:
+    from tests.private_slurm import PrivateSlurm
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -29,6 +33,27 @@ def missing_service(reason: str) -> None:
     if IN_CI:
         pytest.fail(f"{reason} (CI=true: required)")
     pytest.skip(reason)
+
+
+E2E_DIR = Path(__file__).resolve().parent / "e2e"
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects: every lane checks every test
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """scripts/test.sh runs the ``slurm and e2e`` tests from tests/e2e alone (collecting
+    the rest there costs a busy 2-core machine half a minute), and the other lane leaves
+    them out: one marked so elsewhere would run in neither."""
+    misplaced = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("slurm") is not None
+        and item.get_closest_marker("e2e") is not None
+        and E2E_DIR not in item.path.parents
+    ]
+    if misplaced:
+        raise pytest.UsageError(
+            f"tests marked both slurm and e2e must live in {E2E_DIR}: {', '.join(misplaced)}"
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -86,6 +111,14 @@ async def kb(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Kn
         if request.param == "mongo":
             await store._client.drop_database(store._db.name)  # type: ignore[attr-defined]
         await store.close()
+
+
+@pytest.fixture(scope="session")
+def private_slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateSlurm]:
+    """A SLURM of the session's own, for tests that stop its controller (never the shared one)."""
+    from tests.private_slurm import private_slurm_session
+
+    yield from private_slurm_session(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

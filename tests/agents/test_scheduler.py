@@ -655,7 +655,7 @@ async def test_on_real_slurm_an_oom_kill_is_resubmitted_with_more_memory(
         "plan-slurm-oom", "memhog", command, asked_s=60, memory_mb=512, walltime_s=120
     )
     async with on_local_slurm(tmp_path, plan) as (center, scheduler):
-        final = await until_over(center, scheduler, plan.id, steps=90, what="the OOM plan over")
+        final = await until_over(center, scheduler, plan.id, steps=150, what="the OOM plan over")
     assert final.status is PlanStatus.COMPLETED, final.reason
     jobs = [s for s in final.segments if s.job_id]
     assert [s.state for s in jobs] == ["out_of_memory", "completed"]
@@ -788,7 +788,7 @@ async def test_on_real_slurm_a_job_outliving_its_prediction_is_extended_and_comp
     policy = ReschedulePolicy(extend_in_place=True, extend_margin_s=40)  # after ~20 s
     async with on_local_slurm(tmp_path, plan, policy) as (center, scheduler):
         final = await until_over(
-            center, scheduler, plan.id, steps=75, what="the extended plan over"
+            center, scheduler, plan.id, steps=150, what="the extended plan over"
         )
         decisions = await center.recorder.of(ScheduleDecision)
         submissions = await center.recorder.of(JobSubmitted)

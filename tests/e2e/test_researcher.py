@@ -187,7 +187,9 @@ def test_a_researcher_plans_their_model_file_submits_watches_checks_and_cancels(
     assert sent["state"] in ("submitted", "running") and len(sent["jobs"]) == 1
     [job_id] = [j["job_id"] for j in sent["jobs"]]
 
-    views = _rightsize(env, "watch", plan_id, "--json", "--interval-s", "1", "--timeout-s", "300")
+    views = _rightsize(  # the job may wait behind those of the slurm lane beside this one
+        env, "watch", plan_id, "--json", "--interval-s", "1", "--timeout-s", "600", timeout_s=660
+    )
     assert views[-1]["state"] == "completed", views[-1]
     assert views[-1]["progress_line"] == "epoch 3/3" and views[-1]["progress"] == 1.0
     assert (views[-1]["segment"], views[-1]["segments"]) == (1, 1)

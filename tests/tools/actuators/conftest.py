@@ -129,7 +129,8 @@ def slurm(slurm_cluster: dict[str, str]) -> Harness:
         await asyncio.sleep(1)
 
     assert os.environ.get("SLURM_CONF") or slurm_cluster
-    return Harness(executor, step, max_steps=240)
+    # 6 min: a job may wait behind a 2-core job of the e2e lane beside (scripts/test.sh).
+    return Harness(executor, step, max_steps=360)
 
 
 @pytest.fixture(params=["simulated", "tapis", pytest.param("slurm", marks=pytest.mark.slurm)])

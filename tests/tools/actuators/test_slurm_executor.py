@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from knowledge_base.importers.slurm import import_slurm_system
 from knowledge_base.records import JobState
+from tests.private_slurm import PrivateSlurm
 from tests.tools.actuators.conftest import Harness, long_job, quick_job
 from tools.actuators.model import (
     JobRequest,
@@ -144,38 +141,29 @@ async def test_unknown_partition_without_a_catalog_is_refused_by_slurm_not_retri
     assert not caught.value.transient
 
 
-def _slurm_config(key: str) -> str:
-    config = SlurmCommands().run(["scontrol", "show", "config"])
-    found = re.search(rf"^{key}\s*=\s*(\S+)", config, re.MULTILINE)
-    assert found, f"{key} not in scontrol show config"
-    return found.group(1)
-
-
 @pytest.mark.slurm
 async def test_controller_restart_mid_job_keeps_status_and_outcome(
-    slurm: Harness, workdir: Path
+    private_slurm: PrivateSlurm, workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    job_id = await slurm.executor.submit(
+    """On a private cluster: the other slurm tests run beside this one on the shared one."""
+    monkeypatch.setenv("SLURM_CONF", str(private_slurm.conf))  # the client commands' cluster
+    executor = SlurmExecutor(system=import_slurm_system("local", "lab", SlurmCommands()))
+
+    async def step() -> None:
+        await asyncio.sleep(1)
+
+    slurm = Harness(executor, step, max_steps=240)
+    job_id = await executor.submit(
         quick_job(workdir, name="survivor", partition="batch", command="sleep 15", walltime_s=120)
     )
     await slurm.running(job_id)
-    pid = int(Path(_slurm_config("SlurmctldPidFile")).read_text().strip())
-    conf = os.environ.get("SLURM_CONF") or _slurm_config("SLURM_CONF")
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        await asyncio.sleep(0.2)
+    private_slurm.stop_controller()
     try:
         with pytest.raises(SubmissionFailed) as caught:
-            await slurm.executor.status(job_id)
+            await executor.status(job_id)
         assert caught.value.transient  # a retry can help, and does below
     finally:
-        subprocess.run(["slurmctld", "-f", conf], check=True, timeout=30)
-        for _ in range(100):
-            ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, check=False)
-            if "UP" in ping.stdout:
-                break
-            await asyncio.sleep(0.2)
+        private_slurm.start_controller()
     status = await slurm.finished(job_id)
     assert status.state is JobState.COMPLETED
 
