@@ -60,6 +60,14 @@ def kth_slice(shared_data: Path) -> ReplayResult:
     return replay(_kth_jobs(shared_data, 3000))
 
 
+@pytest.fixture(scope="module")
+def kth_2000(shared_data: Path) -> dict[str, ReplayResult]:
+    """The first 2,000 KTH jobs through QUICK and RECALIBRATING, by their test ids: two
+    tests read the same replays (each one costs seconds)."""
+    jobs = _kth_jobs(shared_data, 2000)
+    return {"retrains": replay(jobs, QUICK), "recalibrates": replay(jobs, RECALIBRATING)}
+
+
 def _scored(result: ReplayResult) -> np.ndarray:
     run = np.array([job.run_s or 0.0 for job in result.jobs])
     return (run > 0) & (result.user_request_s > 0)
@@ -139,7 +147,7 @@ def test_a_feature_row_never_reads_the_jobs_own_outcome() -> None:
 
 @pytest.mark.parametrize("config", [QUICK, RECALIBRATING], ids=["retrains", "recalibrates"])
 def test_replayed_predictions_do_not_change_when_the_future_changes(
-    shared_data: Path, config: HistoryConfig
+    shared_data: Path, config: HistoryConfig, kth_2000: dict[str, ReplayResult]
 ) -> None:
     jobs = _kth_jobs(shared_data, 2000)
     ordered = sorted(jobs, key=lambda job: job.submit_time_s)
@@ -151,7 +159,8 @@ def test_replayed_predictions_do_not_change_when_the_future_changes(
         else job
         for job in jobs
     ]
-    before, after = replay(jobs, config), replay(changed, config)
+    before = kth_2000["retrains" if config is QUICK else "recalibrates"]  # replay(jobs, config)
+    after = replay(changed, config)
     assert before.retrains >= 3
     earlier = np.array([job.submit_time_s < cut_s for job in before.jobs])
     for name in ("runtime_estimate_s", "runtime_p50_s", "runtime_safe_s"):
@@ -162,9 +171,10 @@ def test_replayed_predictions_do_not_change_when_the_future_changes(
     assert not np.array_equal(before.model.runtime_p50_s, after.model.runtime_p50_s)
 
 
-def test_the_replay_counts_retrains_and_recalibrations_apart(shared_data: Path) -> None:
-    jobs = _kth_jobs(shared_data, 1200)
-    only_retrains, both = replay(jobs, QUICK), replay(jobs, RECALIBRATING)
+def test_the_replay_counts_retrains_and_recalibrations_apart(
+    kth_2000: dict[str, ReplayResult],
+) -> None:
+    only_retrains, both = kth_2000["retrains"], kth_2000["recalibrates"]
     # Trained after 200 finished jobs, then every 200: the same trees in both runs.
     assert only_retrains.retrains == both.retrains >= 3
     assert only_retrains.recalibrations == 0
