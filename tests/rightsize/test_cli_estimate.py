@@ -43,8 +43,20 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models: Path) -> 
     monkeypatch.setenv("RIGHTSIZE_DNN_MODELS", str(models))
     # no per-operator CPU model: the shipped one would answer the local time where it won
     monkeypatch.setenv("RIGHTSIZE_CPU_OPCOST", str(tmp_path / "no-opcost"))
+    # this host as the sweep's (AVX-512): the bundle speaks for its time (another ISA:
+    # test_another_isa_gets_analytic_time_and_the_bundles_memory)
+    _host_isa(monkeypatch, "avx512")
     for name in ("KB_URL", "MONGO_URL"):
         monkeypatch.delenv(f"RIGHTSIZE_{name}", raising=False)
+
+
+def _host_isa(monkeypatch: pytest.MonkeyPatch, isa: str) -> None:
+    from tools.profiling.profiler import hardware_descriptors
+
+    monkeypatch.setattr(
+        "tools.estimators.dnn.service.hardware_descriptors",
+        lambda threads: {**hardware_descriptors(threads), "cpu_isa": isa},
+    )
 
 
 def _registry(tmp_path: Path) -> list[str]:
@@ -86,6 +98,20 @@ def test_json_gives_every_key_per_batch_and_walltime_adds_up(tmp_path: Path) -> 
         assert e["fits"] is True and e["estimator"].startswith("dnn-blackbox")
     # both targets' estimators, once, and the planner's GPU roofline
     assert len(_registry(tmp_path)) == 3
+
+
+def test_another_isa_gets_analytic_time_and_the_bundles_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _host_isa(monkeypatch, "avx2")  # the sweep's rows are all avx512
+    code, stdout, output = _estimate(
+        "--model-file", str(EXAMPLE), "--model-class", "SmallCNN", "--batch-size", "8", "--json",
+    )  # fmt: skip
+    assert code == 0, output
+    (e,) = json.loads(stdout)["estimates"]
+    assert e["estimator"].startswith("analytic-opgraph, dnn-blackbox")
+    assert "avx2" in e["note"] and "avx512" in e["note"]
+    assert "trained on this machine kind" not in e["note"]
 
 
 def test_catalog_hardware_gets_the_analytic_op_graph_model(tmp_path: Path) -> None:
