@@ -12,11 +12,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 
+from tools.estimators.dnn.dataset import GraphData
 from tools.estimators.dnn.opcost import OpCostModel, eager_operators, fit_opcost, node_rows
+from tools.estimators.dnn.service import _opcost_answer
 
-from .test_opcost import _items, _op_seconds, _ops, _update
+from .test_opcost import _items, _local, _op_seconds, _ops, _update, _with_heldout
 
 EAGER_S, LOOP_S = 2e-5, 2e-6
 
@@ -132,3 +135,27 @@ def test_a_model_saved_with_four_coefficients_predicts_as_before(
     assert four.predict_s(x, counts, **common, rnn_ops=290, rnn_calls=1) == pytest.approx(
         together.predict_s(x, counts, **common)
     )
+
+
+def test_the_service_passes_a_graphs_recurrent_loops_to_the_model(
+    fitted: tuple[OpCostModel, OpCostModel],
+) -> None:
+    apart, _ = fitted
+    model = _with_heldout(apart, True)
+    model.meta["provenance"] = {"cpu_model": "AMD EPYC"}
+    ops, rnn_ops, _ = _recurrent(random.Random(3), 1)
+    x, counts = node_rows(ops)
+    x = np.repeat(x, counts.astype(int), axis=0)
+    plain = GraphData(x=x.astype(np.float32), edge_index=np.zeros((2, 0), dtype=np.int64))
+    plain.summary["parameters"] = 50_000.0
+    tagged = GraphData(x=plain.x, edge_index=plain.edge_index, summary=plain.summary)
+    tagged.rnn_call = np.array([0] * rnn_ops + [-1] * (len(x) - rnn_ops), dtype=np.int64)
+    assert tagged.rnn_counts == (rnn_ops, 1)
+    answered = _opcost_answer(model, _local(), tagged, "sgd")
+    assert answered is not None
+    _, p50, _ = model.predict_s(
+        x, None, threads=1, optimizer="sgd", parameters=50_000, rnn_ops=rnn_ops, rnn_calls=1
+    )
+    assert answered[0].p50 == pytest.approx(p50)
+    untagged = _opcost_answer(model, _local(), plain, "sgd")
+    assert untagged is not None and untagged[0].p50 != pytest.approx(p50)
