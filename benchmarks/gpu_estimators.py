@@ -164,10 +164,15 @@ def main() -> int:
     parser.add_argument(
         "--traced-cache", type=Path, default=None, help="as python -m tools.estimators.gpu.train"
     )
+    parser.add_argument(
+        "--in-model",
+        action="store_true",
+        help="shape trees also on the in-model node latencies (train.py --in-model)",
+    )
     args = parser.parse_args()
     root = default_neusight_root()
     report: dict[str, Any] = {}
-    data = load_training_rows(root)
+    data = load_training_rows(root, in_model=args.in_model)
     specs = load_device_specs(root)
 
     started = time.perf_counter()

@@ -13,9 +13,10 @@ A node becomes one kernel of a modelled class from its own input and output shap
 batched operands a ``bmm``, ``softmax`` and ``LayerNorm`` their classes, and the
 element-wise functions and modules (add, mul, where, dropout, embedding gather, ...)
 ``elementwise`` over their largest tensor. Views and bookkeeping nodes (size, getitem,
-view, permute) are not kernels and are skipped. Only the forward latency is used:
-backward nodes fuse two or three kernels (a linear's input and weight gradients) into one
-measured figure, and only V100 has training runs.
+view, permute) are not kernels and are skipped, and so is a node measured below half its
+roofline (no kernel of that size ran: dropout in inference is an identity). Only the
+forward latency is used: backward nodes fuse two or three kernels (a linear's input and
+weight gradients) into one measured figure, and only V100 has training runs.
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from tools.estimators.gpu.features import DIMS, OP_CLASSES
+from tools.estimators.gpu.features import DIMS, OP_CLASSES, class_features
 from tools.estimators.gpu.kernels import KernelRows, load_device_specs
 from tools.estimators.gpu.neusight import load_e2e_runs
 
 __all__ = ["load_in_model_rows", "merge_rows", "node_kernel"]
 
+MIN_ROOFLINE_FRACTION = 0.5
 _MODULE = re.compile(r"<class '([^']+)'>\)\]\)")
 _FUNCTION = re.compile(r"(?:method|function) (\w+)")
 _HEAVY = ("gelu", "tanh", "pow", "exp", "log", "sigmoid", "silu", "erf", "sqrt")
@@ -203,7 +205,7 @@ def load_in_model_rows(root: Path, gpus: tuple[str, ...]) -> dict[str, KernelRow
             key: np.array([getattr(specs[g], key) for g in gpu_of[op_class]], dtype=np.float64)
             for key in ("sms", "fp32_gflops", "bandwidth_gbs", "l2_mb")
         }
-        out[op_class] = KernelRows(
+        found_rows = KernelRows(
             op_class,
             {k: np.array(v, dtype=np.float64) for k, v in columns[op_class].items()},
             gpu,
@@ -211,6 +213,13 @@ def load_in_model_rows(root: Path, gpus: tuple[str, ...]) -> dict[str, KernelRow
             spec,
             np.ones(len(gpu), dtype=bool),
         )
+        if len(found_rows):
+            # A node timed below half its roofline launched no kernel of that size: an
+            # identity (dropout in inference, contiguous() of a contiguous tensor).
+            roofline_ms, _ = class_features(op_class, found_rows.dims, found_rows.spec)
+            keep = found_rows.latency_ms >= MIN_ROOFLINE_FRACTION * roofline_ms
+            found_rows = found_rows.subset(keep)
+        out[op_class] = found_rows
     return out
 
 

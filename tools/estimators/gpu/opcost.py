@@ -194,6 +194,9 @@ def fit_class(rows: KernelRows, seed: int = 0) -> ClassModel:
     level = np.zeros(len(part))
     for gpu in gpus:
         mask = part.gpu == gpu
+        # (Taking the isolated mean out of the in-model rows too, so that the flag learns
+        # the mean in-model offset, erred 12.7% end to end leaving one GPU out, against
+        # 10.7% with each set's own mean.)
         for part_mask in (mask & ~flag, mask & flag):
             if np.any(part_mask):
                 level[part_mask] = float(

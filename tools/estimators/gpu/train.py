@@ -71,7 +71,7 @@ def fit_all(
     return GpuStepModel(classes)
 
 
-def load_training_rows(root: Path, in_model: bool = True) -> dict[str, KernelRows]:
+def load_training_rows(root: Path, in_model: bool = False) -> dict[str, KernelRows]:
     """NeuSight's isolated kernels of the training GPUs, with (``in_model``) the
     forward latencies of the nodes of their end-to-end runs (``inmodel``) appended."""
     data = load_kernels(root)
@@ -352,6 +352,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_MODEL_PATH)
     parser.add_argument("--neusight", type=Path, default=None)
     parser.add_argument(
+        "--in-model",
+        action="store_true",
+        help="also fit the shape trees on the in-model node latencies of the end-to-end "
+        "runs (tools.estimators.gpu.inmodel; not shipped: see docs/estimators.md section 8)",
+    )
+    parser.add_argument(
         "--traced-cache",
         type=Path,
         default=None,
@@ -361,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = args.neusight or default_neusight_root()
     started = time.perf_counter()
-    data = load_training_rows(root)
+    data = load_training_rows(root, in_model=args.in_model)
     specs = load_device_specs(root)
     runs = load_e2e_runs(root, TRAINING_GPUS)
     traced = traced_runs(root, runs, args.traced_cache)
@@ -376,10 +382,15 @@ def main(argv: list[str] | None = None) -> int:
         "version": dt.date.today().strftime("%Y%m%d"),
         "trained_on": list(TRAINING_GPUS),
         "source": "NeuSight ASPLOS'25 artifact (MIT), shared/data/dnn_profiles/neusight: "
-        "isolated kernels and the in-model forward latencies of the end-to-end runs' nodes "
-        "for the shape models, single-GPU end-to-end runs for the level",
-        "in_model_weight": IN_MODEL_WEIGHT,
-        "retrain": "python -m tools.estimators.gpu.train --out data/gpu_models/opcost.json",
+        + (
+            "isolated kernels and the in-model forward latencies of the end-to-end runs' "
+            f"nodes (weight {IN_MODEL_WEIGHT:g}) for the shape models"
+            if args.in_model
+            else "isolated kernels for the shape models"
+        )
+        + ", single-GPU end-to-end runs for the level",
+        "retrain": "python -m tools.estimators.gpu.train --out data/gpu_models/opcost.json"
+        + (" --in-model" if args.in_model else ""),
         "fit_seconds": round(time.perf_counter() - started, 1),
         "validation": {
             "method": "leave one GPU out: shape models (its kernels and its runs' nodes) "
