@@ -1,6 +1,7 @@
 """Leave-one-GPU-out benchmark of the per-operator GPU estimator (issue #16).
 
     nice -n 10 .venv/bin/python benchmarks/gpu_estimators.py [--json OUT] [--traced-cache PKL]
+        [--in-model]
 
 Every figure is for a GPU the model never saw: for each NeuSight training GPU (P4, P100,
 T4, V100, A100-40GB) the shape models (on the kernels) and the level line (on the
@@ -10,6 +11,9 @@ end-to-end runs) are refitted without it, and it is predicted:
 2. end to end, NeuSight's whole-model runs on it (``train``: forward + backward;
    ``inf``: forward);
 
+(with ``--in-model``, the shape trees also learn from the in-model node latencies of the
+other GPUs' runs, and each class's left-out in-model nodes are scored too; the training
+runs' forward and backward are compared apart, against ``fw_latency``/``bwall_latency``);
 both beside the roofline (sum of the kernels' rooflines) and the analytic fallback
 (matrix FLOPs over peak x the Gavel-fitted efficiency, plus its per-step overhead; it
 gives memory-bound kernels no time). p10-p90 coverage: each GPU's interval from the other

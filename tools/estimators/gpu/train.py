@@ -1,7 +1,7 @@
 """Fit, validate (leave one GPU out) and ship the per-operator GPU cost model.
 
     python -m tools.estimators.gpu.train [--out data/gpu_models/opcost.json]
-        [--traced-cache PKL]
+        [--traced-cache PKL] [--in-model]
 
 For each training GPU, every operator class's shape model is refitted on the other four
 GPUs' kernels and the level line on the other four GPUs' end-to-end runs (each of their
@@ -9,7 +9,10 @@ levels measured against shape models that saw neither them nor the left-out GPU)
 left-out GPU is predicted per class (kernels) and end to end (NeuSight's whole-model runs
 on it). The end-to-end log residuals of those folds calibrate p10/p90
 (``interval_quantiles``); the shipped model is then fitted on all five GPUs. Reads only
-the shared NeuSight data (``RIGHTSIZE_NEUSIGHT`` overrides its folder).
+the shared NeuSight data (``RIGHTSIZE_NEUSIGHT`` overrides its folder). ``--in-model``
+adds the in-model node latencies of the end-to-end runs to the shape trees' rows
+(``inmodel``; a left-out GPU's go with its kernels); the shipped model is fitted without
+(docs/estimators.md section 8 says why).
 """
 
 from __future__ import annotations
