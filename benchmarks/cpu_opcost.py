@@ -187,7 +187,10 @@ def _scores(pairs: list[tuple[Q, float]]) -> dict[str, float]:
 
 
 def _zoo_table(name: str, meta: dict[str, Any]) -> None:
-    print(f"\n## Zoo, one family group left out ({name})")
+    print(
+        f"\n## Zoo, one family group left out ({name}); probe:NAME rows: that probe family "
+        "left out (booster and step law), probe_family_out: all of them"
+    )
     print("| group | steps | MAPE | max APE | under | p10-p90 coverage |")
     print("|---|---|---|---|---|---|")
     for group, s in meta["validation"].items():

@@ -26,9 +26,11 @@ Validation and intervals, at the whole-step level, leaving one zoo family group 
 at a time (families built from the same blocks together, as the bundle's new-family
 folds): the operator model is refitted without the group's operators (probe networks
 always stay in), the step coefficients without its steps, and the group's steps
-predicted. p10/p90 are the p50 times the 10th/90th percentiles of those held-out
-ratios (measured / estimated); MAPE, under-prediction rate and coverage of the
-held-out predictions are kept in the model file.
+predicted. Each probe family is left out the same way (its operators from the booster,
+its steps from the step law): residuals of a family the model never saw, as a model
+file outside the zoo is. p10/p90 are the p50 times the 10th/90th percentiles of the
+held-out ratios (measured / estimated) of both kinds of fold; MAPE, under-prediction
+rate and coverage of the held-out predictions are kept in the model file.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from typing import Any
 import numpy as np
 import xgboost as xgb
 from numpy.typing import NDArray
-from scipy.optimize import nnls
+from scipy.optimize import least_squares, nnls
 
 from tools.estimators.dnn.dataset import NODE_FEATURES
 from tools.profiling.opgraph import CATEGORIES
@@ -185,12 +187,19 @@ def eager_operators(total: float, rnn_ops: int, rnn_calls: int) -> float:
     return max(0.0, total - rnn_ops) + 2.0 * rnn_calls
 
 
+def item_family(item: Mapping[str, Any]) -> str:
+    """A zoo item's family, or ``probe:NAME`` for a probe network's item."""
+    if item.get("kind") == "probe":
+        return f"probe:{item.get('probe', '')}"
+    return str(item.get("family", ""))
+
+
 def _op_training(
     items: Sequence[Mapping[str, Any]], exclude: set[str]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     xs, ys, ws = [], [], []
     for item in items:
-        if item.get("kind") not in {"zoo", "probe"} or item.get("family") in exclude:
+        if item.get("kind") not in {"zoo", "probe"} or item_family(item) in exclude:
             continue
         x, counts = node_rows(item["ops"])
         times = np.array([max(float(o[8]), 1e-7) for o in item["ops"]])
@@ -252,12 +261,25 @@ def _opsum(
 Row = tuple[float, float, float, float, float, float]
 
 
-def _fit_step(rows: Sequence[Row]) -> list[float]:
+def _fit_step(rows: Sequence[Row], loss: str = "relative") -> list[float]:
     """[a, o, b, c, r] of step = a x compute + o x other + b x eager operators + c x update
     + r x operators of recurrent loops (non-negative least squares of the relative error;
     r is 0 where no step has a recurrent loop)."""
     a = np.array([[cs / y, os_ / y, n / y, u / y, k / y] for cs, os_, n, u, k, y in rows])
     coef, _ = nnls(a, np.ones(len(rows)))
+    if loss == "log":
+        # least squares of log(estimate / measured), from the relative fit: the relative
+        # error's optimum shrinks estimates where the fit is loose (it under-predicts),
+        # the log error's median ratio is one
+        used = np.ones_like(coef, dtype=bool)
+        used[4] = bool(np.any(a[:, 4] > 0))  # r only where some step has recurrent loops
+        start = np.maximum(coef[used], 1e-9)
+        sub = a[:, used]
+        fit = least_squares(
+            lambda c: np.log(np.maximum(sub @ c, 1e-12)), start, bounds=(0.0, np.inf)
+        )
+        coef = np.zeros_like(coef)
+        coef[used] = fit.x
     return [float(c) for c in coef]
 
 
@@ -366,13 +388,18 @@ def fit_opcost(
     rounds: int = OP_ROUNDS,
     truth: Mapping[str, float] | None = None,
     extra: Mapping[str, Mapping[str, Any]] | None = None,
+    calibrate_on_probes: bool = True,
+    step_loss: str = "relative",
 ) -> OpCostModel:
     """Fit the model on an ``opsweep`` file's items, validated by leaving groups out.
 
     The steps' times are the profiler's (``measured_step_s``) unless ``truth`` gives
     others (item id -> seconds, e.g. ``opsweep --steps``); ``extra`` as ``step_items``.
-    Probe steps (where ``truth`` times them) train the step coefficients in every fold
-    and are not scored.
+    Probe steps (where ``truth`` times them) train the step coefficients in every zoo
+    fold; each probe family is also left out in turn (its operators from the booster,
+    its steps from the step law) and its steps predicted: with ``calibrate_on_probes``
+    the p10/p90 ratios come from those new-family residuals and the zoo folds' together,
+    else from the zoo folds' alone. ``validation["all"]`` scores the zoo folds only.
     """
     steps = step_items(items, truth, extra)
     updates = _fit_updates(items)
@@ -412,15 +439,74 @@ def fit_opcost(
             test = [i for i, s in enumerate(steps) if s.threads == t and s.family in group]
             if not train or not test:
                 continue
-            coef = _fit_step(rows(train))
+            coef = _fit_step(rows(train), step_loss)
             for i, (cs, os_, n, u, k, _) in zip(test, rows(test), strict=True):
                 held.append((i, _apply(coef, cs, os_, n, u, k)))
-    ratios = np.log([steps[i].measured_s / p50 for i, p50 in held])
+    # 3. each probe family's steps from a booster and step coefficients fitted without
+    #    it: residuals of families the model never saw, as the held-out files are
+    probe_held: list[tuple[int, float]] = []
+    unfitted: set[str] = set()
+    for family in sorted({s.family for s in steps if s.probe}):
+        booster = _fit_ops(items, {family}, rounds)
+        for t in thread_counts:
+            train = [i for i, s in enumerate(steps) if s.threads == t and s.family != family]
+            test = [i for i, s in enumerate(steps) if s.threads == t and s.family == family]
+            if not train or not test:
+                continue
+            coef = _fit_step(rows(train), step_loss)
+            # recurrent loops' cost is a step-law term: without any training step that
+            # has one, it is not fitted (r = 0), so such a fold is scored, not calibrated on
+            if any(steps[i].rnn_ops for i in test) and not any(steps[i].rnn_ops for i in train):
+                unfitted.add(family)
+            for i, (_, _, n, u, k, _) in zip(test, rows(test), strict=True):
+                cs, os_ = _opsum(booster, steps[i].x, steps[i].counts, steps[i].threads)
+                probe_held.append((i, _apply(coef, cs, os_, n, u, k)))
+    calibration = held + (
+        [(i, p50) for i, p50 in probe_held if steps[i].family not in unfitted]
+        if calibrate_on_probes
+        else []
+    )
+    ratios = np.log([steps[i].measured_s / p50 for i, p50 in calibration])
     q10, q90 = float(np.quantile(ratios, 0.1)), float(np.quantile(ratios, 0.9))
-    pairs = [
-        (p50 * math.exp(q10), p50, p50 * math.exp(q90), steps[i].measured_s) for i, p50 in held
-    ]
+    quantiles = {
+        name: [round(float(np.quantile(r, q)), 4) for q in (0.1, 0.5, 0.9)]
+        for name, r in (
+            ("zoo_folds", np.log([steps[i].measured_s / p50 for i, p50 in held])),
+            (
+                "probe_family_folds",
+                np.log(
+                    [
+                        steps[i].measured_s / p50
+                        for i, p50 in probe_held
+                        if steps[i].family not in unfitted
+                    ]
+                ),
+            ),
+        )
+        if len(r)
+    }
+
+    def interval(
+        held_pairs: Sequence[tuple[int, float]],
+    ) -> list[tuple[float, float, float, float]]:
+        return [
+            (p50 * math.exp(q10), p50, p50 * math.exp(q90), steps[i].measured_s)
+            for i, p50 in held_pairs
+        ]
+
+    pairs = interval(held)
     validation: dict[str, Any] = {"all": _scores(pairs)}
+    if probe_held:
+        probe_pairs = interval(probe_held)
+        validation["probe_family_out"] = _scores(probe_pairs)
+        for family in sorted({steps[i].family for i, _ in probe_held}):
+            validation[family] = _scores(
+                [
+                    p
+                    for p, (i, _) in zip(probe_pairs, probe_held, strict=True)
+                    if steps[i].family == family
+                ]
+            )
     for t in thread_counts:
         validation[f"t{t}"] = _scores(
             [p for p, (i, _) in zip(pairs, held, strict=True) if steps[i].threads == t]
@@ -430,15 +516,23 @@ def fit_opcost(
             [p for p, (i, _) in zip(pairs, held, strict=True) if steps[i].family in group]
         )
     step = {
-        f"t{t}": _fit_step(rows([i for i, s in enumerate(steps) if s.threads == t]))
+        f"t{t}": _fit_step(rows([i for i, s in enumerate(steps) if s.threads == t]), step_loss)
         for t in thread_counts
     }
     booster = full
     x, _, _ = _op_training(items, set())
     meta: dict[str, Any] = {
         "validation_method": "leave one zoo family group out (operators and step coefficients)",
+        "calibration": (
+            "p10/p90: quantiles of log(measured / p50) over the zoo folds and the probe "
+            f"family folds (not {sorted(unfitted)}: a step-law term without training steps)"
+            if calibrate_on_probes and probe_held
+            else "p10/p90: quantiles of log(measured / p50) over the zoo folds"
+        ),
         "groups": ["+".join(g) for g in present],
         "validation": validation,
+        "step_loss": step_loss,
+        "log_ratio_q10_q50_q90": quantiles,
         "step_rows": sum(not s.probe for s in steps),
         "probe_step_rows": sum(s.probe for s in steps),
         "operator_rows": int(x.shape[0]),

@@ -159,3 +159,35 @@ def test_the_service_passes_a_graphs_recurrent_loops_to_the_model(
     assert answered[0].p50 == pytest.approx(p50)
     untagged = _opcost_answer(model, _local(), plain, "sgd")
     assert untagged is not None and untagged[0].p50 != pytest.approx(p50)
+
+
+def test_intervals_are_calibrated_on_probe_families_left_out_too() -> None:
+    """A probe family the zoo's law misses (its steps take twice the law) widens the
+    interval: each probe family is predicted by a booster and a step law fitted without
+    it, and those new-family residuals calibrate p10/p90 with the zoo folds'. The
+    recurrent probes are scored but not calibrated on: without them no training step
+    has a loop, so the loop term is not fitted."""
+    items, truth, extra = _training()
+    rng = random.Random(11)
+    for k in range(10):
+        threads = 1 + k % 2
+        ops = _cell_ops(rng, rng.randrange(20, 60), threads)
+        params = rng.randrange(1_000, 200_000)
+        item_id = f"probe-tokens-{k}-t{threads}"
+        items.append(
+            {"id": item_id, "kind": "probe", "probe": "tokens", "threads": threads, "ops": ops}
+        )
+        truth[item_id] = 2.0 * _law(ops, 0, 0, params, threads)
+        extra[item_id] = {"rnn_ops": 0, "rnn_calls": 0, "parameters": params}
+    model = fit_opcost(items, truth=truth, extra=extra, rounds=60)
+    zoo_only = fit_opcost(items, truth=truth, extra=extra, rounds=60, calibrate_on_probes=False)
+    validation = model.meta["validation"]
+    assert validation["probe_family_out"]["rows"] == 22
+    assert validation["probe:tokens"]["under_rate"] > 0.8
+    assert "probe:recurrent" in model.meta["calibration"]
+    assert model.log_q90 > np.log(1.5) > zoo_only.log_q90
+    assert (
+        validation["probe:tokens"]["coverage_p10_p90"]
+        > zoo_only.meta["validation"]["probe:tokens"]["coverage_p10_p90"]
+    )
+    assert validation["all"]["mape"] == zoo_only.meta["validation"]["all"]["mape"]
