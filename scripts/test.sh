@@ -4,6 +4,10 @@
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not kafka"`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Python keeps compiled modules (pytest its rewritten tests) in __pycache__. Where
+# PYTHONDONTWRITEBYTECODE is set (these VMs set it), every pytest and every `python -m
+# rightsize` a test starts compiled the project again: a collection took 25 s CPU instead of 15.
+unset PYTHONDONTWRITEBYTECODE
 
 python3 -m venv .venv
 .venv/bin/pip install -q -e '.[dev]'
@@ -35,7 +39,9 @@ fi
 # other lane's, no test counts the other lane's jobs, and none stops the shared controller
 # (a test that does so starts its own cluster: tests/private_slurm.py). Everything else
 # runs meanwhile; a test not marked `slurm` does not see the cluster (tests/conftest.py
-# unsets SLURM_CONF for it). The slurm lanes' output follows the rest's.
+# unsets SLURM_CONF for it), on two pytest-xdist workers: much of it waits too (brokers,
+# subprocesses, agents settling), and one worker would leave a core idle meanwhile. The
+# slurm lanes' output follows the rest's.
 e2e_log="$(mktemp)"
 slurm_log="$(mktemp)"
 .venv/bin/pytest -m "slurm and e2e" -p no:cacheprovider --durations=10 tests/e2e >"$e2e_log" 2>&1 &
@@ -43,7 +49,7 @@ e2e_pid=$!
 .venv/bin/pytest -m "slurm and not e2e" -p no:cacheprovider --durations=10 >"$slurm_log" 2>&1 &
 slurm_pid=$!
 rest=0
-.venv/bin/pytest -m "not slurm" --durations=20 || rest=$?
+.venv/bin/pytest -m "not slurm" -n 2 --dist worksteal --durations=20 || rest=$?
 e2e=0
 wait "$e2e_pid" || e2e=$?
 slurm=0
