@@ -47,6 +47,7 @@ __all__ = [
     "TrainingData",
     "generate",
     "match_offered_load",
+    "mean_backlog_s",
     "offered_load",
     "peak_week_load",
     "swf_jobs",
@@ -298,12 +299,14 @@ def _admit_by_backlog(
     share: np.ndarray,
     backlog_scale_s: float,
     machine_procs: int,
+    strength: float = 1.0,
 ) -> np.ndarray:
     """Sessions admitted in submit order, each at its first job with probability
-    ``min(1, share[unit] / (1 + backlog / backlog_scale_s))``, the backlog being the fluid queue
-    of the jobs admitted so far (machine-seconds, drained at the machine's rate); ``u``:
-    one uniform per unit. Whether a session is admitted does not depend on its own jobs,
-    so the survivors keep the mix of big and small jobs."""
+    ``min(1, share[unit] * (1 + backlog / backlog_scale_s) ** -strength)`` (``strength``
+    0: at random; above 0 fewer while the queue is long; below 0 more), the backlog
+    being the fluid queue of the jobs admitted so far (machine-seconds, drained at the
+    machine's rate); ``u``: one uniform per unit. Whether a session is admitted does not
+    depend on its own jobs, so the survivors keep the mix of big and small jobs."""
     submit = table.submit_s.astype(np.float64)
     work = (
         np.minimum(table.run_s, table.requested_time_s).astype(np.float64)
@@ -317,7 +320,7 @@ def _admit_by_backlog(
         backlog = max(backlog - (at - now), 0.0)
         now = at
         if decided[job_unit] == 0:
-            p = share[job_unit] / (1.0 + backlog / backlog_scale_s)
+            p = share[job_unit] * (1.0 + backlog / backlog_scale_s) ** -strength
             decided[job_unit] = 1 if u[job_unit] < p else -1
         if decided[job_unit] == 1:
             keep[i] = True
@@ -334,6 +337,7 @@ def _admit_to_load(
     u: np.ndarray,
     backlog_scale_s: float | None,
     hours: np.ndarray | None,
+    strength: float = 1.0,
 ) -> np.ndarray:
     """Which jobs are kept, whole units at a time, at the admission share (found by
     bisection) that leaves ``target_load`` in the first ``n_jobs`` kept: each unit with
@@ -341,7 +345,7 @@ def _admit_to_load(
     :func:`_admit_by_backlog` decides.
 
     ``hours`` (each job's local hour of day): sessions are then admitted as often at
-    every hour of the day (per-hour factors, refined twice), or the busy hours, when the
+    every hour of the day (per-hour factors from one first pass), or the busy hours, when the
     backlog is longest, would lose more than the night and the daily cycle flatten."""
     unit = _thinning_units(table)
     units = int(unit.max()) + 1
@@ -349,13 +353,13 @@ def _admit_to_load(
     first[unit[::-1]] = np.arange(unit.size)[::-1]  # each unit's first job
     unit_hour = hours[first] if hours is not None else np.zeros(units, dtype=np.int64)
     factor = np.ones(units)
-    rounds = 3 if hours is not None else 1
+    rounds = 2 if hours is not None else 1
 
     def admit(share: np.ndarray) -> np.ndarray:
         if backlog_scale_s is None:
             out: np.ndarray = (u < share)[unit]
         else:
-            out = _admit_by_backlog(table, unit, u, share, backlog_scale_s, machine_procs)
+            out = _admit_by_backlog(table, unit, u, share, backlog_scale_s, machine_procs, strength)
         out[unit == unit[0]] = True  # the first job's unit stays: t=0 is the real one
         return out
 
@@ -363,7 +367,7 @@ def _admit_to_load(
     keep = np.ones(len(table), dtype=bool)
     for round_ in range(rounds):
         low, high = 0.0, 4.0 * target_load / max(load, 1e-12) + 1.0
-        for _ in range(16):
+        for _ in range(13):
             share = 0.5 * (low + high)
             kept = _keep_rows(table, admit(share * factor)).take(slice(0, n_jobs))
             if offered_load(kept, machine_procs) > target_load:
@@ -381,6 +385,28 @@ def _admit_to_load(
     return keep
 
 
+def mean_backlog_s(table: JobTable, machine_procs: int) -> float:
+    """The fluid backlog each job finds when submitted, on average, in machine-seconds: the
+    machine drains ``machine_procs`` processor-seconds a second, each job adds what it runs
+    (at most its request) on at most the machine's processors."""
+    submit = table.submit_s.astype(np.float64).tolist()
+    work = (
+        np.minimum(table.run_s, table.requested_time_s).astype(np.float64)
+        * np.minimum(table.procs, machine_procs)
+        / machine_procs
+    ).tolist()
+    backlog, now, total = 0.0, submit[0] if submit else 0.0, 0.0
+    for at, job in zip(submit, work, strict=True):
+        backlog = max(backlog - (at - now), 0.0)
+        now = at
+        total += backlog
+        backlog += job
+    return total / max(len(submit), 1)
+
+
+_STRENGTHS = (-2.0, 4.0)  # the range searched for the strength that gives the backlog
+
+
 def thin_to_load(
     table: JobTable,
     *,
@@ -391,6 +417,7 @@ def thin_to_load(
     cap_load: float | None = None,
     backlog_scale_s: float | None = None,
     hours: np.ndarray | None = None,
+    backlog_target_s: float | None = None,
 ) -> tuple[JobTable, float]:
     """The first ``n_jobs`` of ``table`` after dropping jobs so that they offer
     ``target_load``; returns them and the share of jobs kept.
@@ -414,20 +441,44 @@ def thin_to_load(
     load = offered_load(head, machine_procs)
     keep = np.ones(len(table), dtype=bool)
     if load > target_load > 0:
-        keep = _admit_to_load(
-            table,
-            target_load=target_load,
-            machine_procs=machine_procs,
-            n_jobs=n_jobs,
-            u=rng.random(int(_thinning_units(table).max()) + 1),
-            backlog_scale_s=backlog_scale_s,
-            hours=hours,
-        )
+        u = rng.random(int(_thinning_units(table).max()) + 1)
+
+        def admit(strength: float) -> np.ndarray:
+            return _admit_to_load(
+                table,
+                target_load=target_load,
+                machine_procs=machine_procs,
+                n_jobs=n_jobs,
+                u=u,
+                backlog_scale_s=backlog_scale_s,
+                hours=hours,
+                strength=strength,
+            )
+
+        if backlog_scale_s is None or backlog_target_s is None:
+            keep = admit(1.0)
+        else:
+            # The strength whose survivors find, on average, the backlog asked for.
+            low, high = _STRENGTHS
+            for _ in range(7):
+                strength = 0.5 * (low + high)
+                keep = admit(strength)
+                kept = _keep_rows(table, keep).take(slice(0, n_jobs))
+                if mean_backlog_s(kept, machine_procs) > backlog_target_s:
+                    low = strength
+                else:
+                    high = strength
     thinned = _keep_rows(table, keep)
     admitted = _thin_weeks_under_cap(thinned, cap, machine_procs, rng)
     capped = _keep_rows(thinned, admitted).take(slice(0, n_jobs))
     used = np.flatnonzero(keep)[np.flatnonzero(admitted)[: len(capped)]]
     return capped, float(used.size / (used[-1] + 1)) if used.size else 0.0
+
+
+def _backlog_target(meta: SynthMetadata) -> float | None:
+    """The training trace's mean backlog, when the model recorded it."""
+    value = meta.options.get("mean_backlog_s")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool = True) -> Sample:
@@ -471,6 +522,7 @@ def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool 
             cap_load=max(_CAP * meta.offered_load, peak),
             backlog_scale_s=_BACKLOG_SCALE_S,
             hours=meta.clock.hour_and_weekday(table.submit_s)[0],
+            backlog_target_s=_backlog_target(meta),
         )
     if match_load and not sequence:
         factor = match_offered_load(

@@ -63,7 +63,12 @@ from knowledge_base.errors import InvalidInputError
 from simulations.synth.clock import TraceClock
 from simulations.synth.columns import COLUMN_KINDS, MODEL_COLUMNS, TRANSFORMS, Trace
 from simulations.synth.columns import transform_forward as _forward
-from simulations.synth.generator import SynthMetadata, peak_week_load, training_data
+from simulations.synth.generator import (
+    SynthMetadata,
+    mean_backlog_s,
+    peak_week_load,
+    training_data,
+)
 from simulations.synth.intensity import WEEK_BINS, OperationalTime, weekly_rates
 from simulations.synth.model_state import state_errors
 from simulations.synth.queue_state import QUEUE_NUMBERS, QueueState, job_work
@@ -659,6 +664,7 @@ class SequenceModel:
             "session_slots": _SLOTS,
             "queue_numbers": QUEUE_NUMBERS,
             "peak_week_load": peak_week_load(trace.table, trace.machine_procs),
+            "mean_backlog_s": mean_backlog_s(trace.table, trace.machine_procs),
         }
         metadata = SynthMetadata.of_training(
             trace, data, kind="sequence", seed=seed, options=options

@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from knowledge_base.errors import InvalidInputError
+from simulations.synth.columns import Trace
+from simulations.synth.generator import mean_backlog_s
 from simulations.synth.intensity import OperationalTime
 from simulations.synth.model_files import load_model, save_model
 from simulations.synth.queue_state import QUEUE_NUMBERS, QueueState, job_work
@@ -101,3 +103,12 @@ def test_a_sequence_model_file_from_before_the_queue_state_is_refused(
     torch.save(payload, path)
     with pytest.raises(InvalidInputError, match="queue-state numbers"):
         load_model(path)
+
+
+def test_the_model_remembers_the_backlog_its_trace_found(
+    sequence: SequenceModel, sdsc_trace: Trace
+) -> None:
+    # generate thins a sampled trace to this mean backlog as well as to the load.
+    recorded = float(sequence.metadata.options["mean_backlog_s"])
+    assert recorded == pytest.approx(mean_backlog_s(sdsc_trace.table, sdsc_trace.machine_procs))
+    assert recorded > 0
