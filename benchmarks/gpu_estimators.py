@@ -53,6 +53,7 @@ from tools.estimators.gpu.train import (
     summary,
     traced_runs,
     validate,
+    validate_family_out,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -173,6 +174,11 @@ def main() -> int:
         action="store_true",
         help="shape trees also on the in-model node latencies (train.py --in-model)",
     )
+    parser.add_argument(
+        "--family-out",
+        action="store_true",
+        help="also leave each run's model family out of the level (a few more minutes)",
+    )
     args = parser.parse_args()
     root = default_neusight_root()
     report: dict[str, Any] = {}
@@ -280,6 +286,18 @@ def main() -> int:
             f"| x{r['predicted_forward_ms'] / r['measured_forward_ms']:.2f} "
             f"| x{bw_pred / bw_meas:.2f} | {bw_meas / r['measured_forward_ms']:.2f} |"
         )
+
+    if args.family_out:
+        family_rows = validate_family_out(data, runs, traced, specs)
+        report["family_out"] = family_rows
+        print("\n| left out: GPU and model family (level) | runs | ours MAPE | ours max APE |")
+        print("|---|---|---|---|")
+        families = sorted({r["family"] for r in family_rows})
+        for label, subset in [("all", family_rows)] + [
+            (f, [r for r in family_rows if r["family"] == f]) for f in families
+        ]:
+            s = _summary([(r["predicted_ms"], r["measured_ms"]) for r in subset])
+            print(f"| {label} | {len(subset)} | {s['mape']:.1%} | {s['max_ape']:.1%} |")
 
     gavel_rows = _gavel(data, specs, traced)
     print("\n## Gavel CNNs (ResNet-18/50, SGD step): V100 never seen")

@@ -54,9 +54,11 @@ __all__ = [
     "interval_quantiles",
     "load_training_rows",
     "main",
+    "model_family",
     "summary",
     "traced_runs",
     "validate",
+    "validate_family_out",
 ]
 
 
@@ -247,6 +249,55 @@ def validate(
         if log:
             print(f"fold {gpu}: {time.perf_counter() - started:.0f} s", flush=True)
     return result
+
+
+def model_family(model: str) -> str:
+    """NeuSight's model name without its size (``gpt3_xl`` and ``gpt3_27``: ``gpt3``)."""
+    return model.split("_", 1)[0]
+
+
+def validate_family_out(
+    data: dict[str, KernelRows],
+    runs: list[E2ERun],
+    traced: Traced,
+    specs: dict[str, GpuSpec],
+) -> list[dict[str, Any]]:
+    """Each run predicted with its GPU left out and its model family left out of the
+    level: the level line is fitted on the other GPUs' runs of the other families (each
+    measured against shape models that saw neither GPU, as in ``fit_step_model``). The
+    shape trees see no model unless the rows hold in-model nodes (``--in-model``: then
+    the family's nodes on the other GPUs stay in them)."""
+    out: list[dict[str, Any]] = []
+    for gpu in TRAINING_GPUS:
+        residuals: dict[str, list[tuple[str, float]]] = {}
+        for other in sorted({r.gpu for r in runs} - {gpu}):
+            inner = fit_all(data, exclude=(gpu, other))
+            shape_only = GpuStepModel(inner.classes, level=GpuLevel(0.0, 0.0, 0.0, 0.0))
+            for run in (r for r in runs if r.gpu == other):
+                point_s, _ = shape_only.forward_backward_s(traced[run.key][0], specs[other])
+                residuals.setdefault(other, []).append(
+                    (model_family(run.model), math.log(run.latency_ms / 1e3 / point_s))
+                )
+        model = fit_all(data, exclude=gpu)
+        for family in sorted({model_family(r.model) for r in runs if r.gpu == gpu}):
+            levels = {
+                other: float(np.mean([v for f, v in values if f != family]))
+                for other, values in residuals.items()
+                if any(f != family for f, _ in values)
+            }
+            model.level = fit_level(levels, specs)
+            for run in (r for r in runs if r.gpu == gpu and model_family(r.model) == family):
+                point_s, _ = model.forward_backward_s(traced[run.key][0], specs[gpu])
+                out.append(
+                    {
+                        "gpu": gpu,
+                        "family": family,
+                        "mode": "train" if run.train else "inf",
+                        "measured_ms": run.latency_ms,
+                        "predicted_ms": point_s * 1e3,
+                    }
+                )
+    return out
 
 
 def interval_quantiles(residuals_by_gpu: dict[str, list[float]]) -> dict[str, float]:

@@ -171,3 +171,25 @@ def test_shipped_model_has_its_level_and_the_figures_the_planner_reads() -> None
     assert set(validation["summary"]["kernel_by_class"]) == set(OP_CLASSES)
     q = model.log_residual_quantiles
     assert q["p10"] < 0 < q["p90"]
+
+
+def test_family_out_level_comes_from_the_other_families_only() -> None:
+    from tools.estimators.gpu.train import model_family, validate_family_out
+
+    data = _kernel_data()
+    kernels = _model_kernels()
+    # Family "fast" runs at the whole-model truth, family "slow" x1.5 slower, on every GPU.
+    traced = {(m, False, 1, 1): (kernels, 0) for m in ("fast_a", "slow_a")}
+    runs = [
+        E2ERun(name, model, False, 1, 1, roofline_s(kernels, spec) * WHOLE[name] * 1e3 * factor)
+        for name, spec in SPECS.items()
+        for model, factor in (("fast_a", 1.0), ("slow_a", 1.5))
+    ]
+    assert model_family("gpt3_xl") == model_family("gpt3_27") == "gpt3"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("tools.estimators.gpu.train.TRAINING_GPUS", ("hbm",))
+        rows = validate_family_out(data, runs, traced, SPECS)
+    ratio = {r["family"]: r["predicted_ms"] / r["measured_ms"] for r in rows}
+    # Each family's level is read off the other family's runs: x1.5 off either way.
+    assert ratio["fast"] == pytest.approx(1.5, rel=0.12)
+    assert ratio["slow"] == pytest.approx(1 / 1.5, rel=0.12)
