@@ -525,7 +525,12 @@ def fit_opcost(
         "validation_method": "leave one zoo family group out (operators and step coefficients)",
         "calibration": (
             "p10/p90: quantiles of log(measured / p50) over the zoo folds and the probe "
-            f"family folds (not {sorted(unfitted)}: a step-law term without training steps)"
+            "family folds"
+            + (
+                f" (not {sorted(unfitted)}: a step-law term without training steps)"
+                if unfitted
+                else ""
+            )
             if calibrate_on_probes and probe_held
             else "p10/p90: quantiles of log(measured / p50) over the zoo folds"
         ),
