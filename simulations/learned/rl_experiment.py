@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 from pydantic import BaseModel, ConfigDict
 
 from simulations.engine import EASY, SHORTEST, simulate_arrays
@@ -35,7 +36,7 @@ from simulations.learned.train import JobArrays, TrainingSettings, train_policy
 from simulations.metrics import bounded_slowdown
 from simulations.synth.columns import JobTable, Trace, read_trace
 from simulations.synth.generator import generate
-from simulations.synth.model_files import fit_model
+from simulations.synth.model_files import fit_model, load_model, save_model
 
 __all__ = ["Row", "main"]
 
@@ -109,8 +110,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", type=float, default=0.7)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--windows", type=int, default=8, help="Held-out 1,024-job sequences")
-    parser.add_argument("--ppo-epochs", type=int, default=30)
-    parser.add_argument("--trajectories", type=int, default=12)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument(
+        "--sources",
+        default="real,synthetic",
+        help="Comma-separated training sources: real, synthetic (the sequence model)",
+    )
+    parser.add_argument("--ppo-epochs", type=int, default=PPOSettings().epochs)
+    parser.add_argument(
+        "--trajectories",
+        type=int,
+        default=PPOSettings().trajectories,
+        help="PPO training sequences per epoch (the same for every source)",
+    )
+    parser.add_argument(
+        "--baseline",
+        default=PPOSettings().baseline,
+        choices=["SJF", "F1", "FCFS", "none"],
+        help="Heuristic the PPO reward is relative to (SJF, F1, FCFS; 'none': minus bsld)",
+    )
     parser.add_argument(
         "--cem-generations", type=int, default=10, help="0: train no CEM priority (PPO only)"
     )
@@ -121,15 +139,40 @@ def main(argv: list[str] | None = None) -> int:
         help="Fit the sequence model once (seed 0); each seed samples its own trace from it",
     )
     parser.add_argument(
+        "--generator-file",
+        type=Path,
+        help="The sequence model to sample from: loaded if the file exists, otherwise fitted "
+        "once (first seed) and saved there; runs with seeds apart share it",
+    )
+    parser.add_argument(
         "--synthetic-jobs",
         type=int,
         default=0,
         help="Jobs in each seed's synthetic trace (default: as many as the training part)",
     )
+    parser.add_argument(
+        "--imitate",
+        choices=["SJF", "F1", "FCFS"],
+        help="PPO starts from a copy of this heuristic (behaviour cloning) instead of random",
+    )
+    parser.add_argument(
+        "--save-policies",
+        type=Path,
+        help="Folder for each trained PPO network's weights (ppo-<source>-<seed>.pt)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
 
+    wanted = {w.strip() for w in args.sources.split(",") if w.strip()}
+    if not wanted or not wanted <= {"real", "synthetic"}:
+        parser.error(f"--sources: use real and/or synthetic, not {args.sources!r}")
+    ppo = PPOSettings(
+        epochs=args.ppo_epochs,
+        trajectories=args.trajectories,
+        baseline=None if args.baseline == "none" else args.baseline,
+        imitate=args.imitate,
+    )
     trace = read_trace(args.trace)
     machine = trace.machine_procs
     n_train = int(len(trace.table) * args.split)
@@ -174,19 +217,33 @@ def main(argv: list[str] | None = None) -> int:
         header=trace.header,
     )
     model = None
-    for seed in range(args.seeds):
-        if model is None or not args.fit_generator_once:
-            model = fit_model(train_trace, "sequence", seed=seed, epochs=args.generator_epochs)
-        synthetic = generate(model, args.synthetic_jobs or n_train, seed=seed).table
-        sources = {
-            "real": _sequence(train_table, machine),
-            "synthetic sequence": _sequence(synthetic, machine),
-        }
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        sources = {}
+        if "real" in wanted:
+            sources["real"] = _sequence(train_table, machine)
+        if "synthetic" in wanted:
+            if model is None and args.generator_file is not None and args.generator_file.exists():
+                model = load_model(args.generator_file)
+            if model is None or not (args.fit_generator_once or args.generator_file):
+                model = fit_model(train_trace, "sequence", seed=seed, epochs=args.generator_epochs)
+                if args.generator_file is not None:
+                    save_model(model, args.generator_file)
+            synthetic = generate(model, args.synthetic_jobs or n_train, seed=seed).table
+            sources["synthetic sequence"] = _sequence(synthetic, machine)
         for label, jobs in sources.items():
-            policy, trained = train_ppo(
-                jobs, PPOSettings(epochs=args.ppo_epochs, trajectories=args.trajectories, seed=seed)
-            )
+            policy, trained = train_ppo(jobs, ppo.model_copy(update={"seed": seed}))
             add("PPO", label, seed, trained.seconds, [policy_bsld(w, policy) for w, _ in windows])
+            if args.save_policies is not None:
+                args.save_policies.mkdir(parents=True, exist_ok=True)
+                name = f"ppo-{label.split()[0]}-{seed}.pt"
+                torch.save(policy.network.state_dict(), args.save_policies / name)
+            log.info(
+                "PPO (%s, seed %d): kept epoch %d; validation %s",
+                label,
+                seed,
+                trained.kept_epoch,
+                " ".join(f"{e}:{v:.1f}" for e, v in trained.validation),
+            )
             if args.cem_generations < 1:
                 continue
             began = time.perf_counter()
@@ -213,7 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"# {trace.name}: train on jobs 1-{n_train:,}, evaluate on {args.windows} sequences of "
         f"{_EVAL_JOBS} held-out jobs (EASY backfilling); PPO {args.ppo_epochs} epochs x "
-        f"{args.trajectories} sequences of 256; seeds 0..{args.seeds - 1}"
+        f"{args.trajectories} sequences of 256, reward vs {ppo.baseline or '-'}, "
+        f"start {ppo.imitate or 'random'}; "
+        f"seeds {args.first_seed}..{args.first_seed + args.seeds - 1}"
     )
     print(f"{'scheduler':<24} {'trained on':<19} {'seed':>4} {'train s':>8} {'held-out bsld':>14}")
     for r in rows:

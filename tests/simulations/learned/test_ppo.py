@@ -7,18 +7,28 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from knowledge_base.errors import InvalidInputError
 from simulations.engine import EASY, simulate_arrays
+from simulations.learned import rl_experiment
 from simulations.learned.ppo import (
     HEURISTICS,
+    MAX_OBSERVED,
     PPOSettings,
     Sequence,
+    _features,
+    _imitate,
+    _Network,
     _run,
+    _Scorer,
+    _validation_windows,
     heuristic_bsld,
     policy_bsld,
+    sequence_reward,
     train_ppo,
 )
+from simulations.learned.transfer import load_policy
 from simulations.workload import load_swf
 
 
@@ -72,14 +82,51 @@ def test_every_heuristic_gives_a_legal_schedule(kth: Sequence, name: str) -> Non
     assert heuristic_bsld(seq, name) >= 1
 
 
-def test_training_is_deterministic_and_the_policy_schedules_legally(kth: Sequence) -> None:
-    settings = PPOSettings(epochs=2, trajectories=3, sequence_jobs=64, seed=4)
+def test_training_is_deterministic_and_keeps_the_best_validated_epoch(kth: Sequence) -> None:
+    settings = PPOSettings(
+        epochs=4,
+        trajectories=3,
+        sequence_jobs=64,
+        validation_windows=2,
+        validation_jobs=256,
+        validate_every=2,
+        seed=4,
+    )
     jobs = kth.window(0, 2000)
     a, log_a = train_ppo(jobs, settings)
     b, log_b = train_ppo(jobs, settings)
-    assert log_a.history == log_b.history and len(log_a.history) == 2
+    assert log_a.history == log_b.history and len(log_a.history) == 4
+    assert log_a.validation == log_b.validation
+    assert [e for e, _ in log_a.validation] == [2, 4]
+    # The policy returned is the validated epoch with the lowest bsld, not the last one.
+    best_epoch, best = min(log_a.validation, key=lambda v: v[1])
+    assert log_a.kept_epoch == best_epoch
+    windows = _validation_windows(jobs, settings)
+    assert np.mean([policy_bsld(w, a) for w in windows]) == pytest.approx(best)
     seq = kth.window(5000, 256)
     assert policy_bsld(seq, a) == policy_bsld(seq, b) >= 1
+    _, log_other = train_ppo(jobs, settings.model_copy(update={"seed": 5}))
+    assert log_other.history != log_a.history
+
+
+def test_the_reward_is_relative_to_the_heuristic_on_the_same_sequence() -> None:
+    assert sequence_reward(50.0, 50.0) == 0
+    assert sequence_reward(25.0, 50.0) > 0 > sequence_reward(100.0, 50.0)
+    # Halving a bsld of 400 is worth as much as halving one of 4: easy and hard
+    # sequences weigh the same in a batch.
+    assert sequence_reward(200.0, 400.0) == pytest.approx(sequence_reward(2.0, 4.0))
+    assert sequence_reward(30.0, None) == -30.0
+    with pytest.raises(InvalidInputError) as caught:
+        sequence_reward(0.5, 10.0)
+    assert caught.value.field == "bsld"
+
+
+def test_the_numpy_scorer_is_the_network(kth: Sequence) -> None:
+    network = _Network(32)
+    seq = kth.window(100, 256)
+    x = _features(seq, list(range(40)), int(seq.submit_s[39]), seq.machine_procs // 3)
+    expected = network.score(torch.from_numpy(x)).squeeze(-1).detach().numpy()
+    np.testing.assert_allclose(_Scorer(network)(x), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_bad_sequences_and_settings_are_named(kth: Sequence) -> None:
@@ -98,3 +145,40 @@ def test_bad_sequences_and_settings_are_named(kth: Sequence) -> None:
     with pytest.raises(InvalidInputError) as caught:
         heuristic_bsld(kth.window(0, 10), "LJF")
     assert caught.value.field == "policy"
+
+
+def test_a_saved_policy_loads_and_schedules_the_same(kth: Sequence, tmp_path: Path) -> None:
+    settings = PPOSettings(epochs=1, trajectories=2, sequence_jobs=64, validation_windows=0)
+    policy, _ = train_ppo(kth.window(0, 500), settings)
+    torch.save(policy.network.state_dict(), tmp_path / "ppo-real-0.pt")
+    again = load_policy(tmp_path / "ppo-real-0.pt")
+    seq = kth.window(800, 256)
+    np.testing.assert_array_equal(_run(seq, policy.choose), _run(seq, again.choose))
+
+
+def test_the_experiment_names_a_bad_source(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        rl_experiment.main(["--sources", "real,copula"])
+    assert "--sources" in capsys.readouterr().err
+
+
+def test_imitation_starts_the_network_at_the_heuristic(kth: Sequence) -> None:
+    settings = PPOSettings(trajectories=4, sequence_jobs=128, imitate="SJF", imitation_steps=100)
+    network = _Network(32)
+    agree: list[bool] = []
+
+    def sjf(seq: Sequence, queue: list[int], t: int, free: int) -> int:
+        requests = seq.req_s[np.asarray(queue[:MAX_OBSERVED])]
+        choice = int(np.argmin(requests))
+        if np.unique(requests).size > 1:  # decisions where the choice matters
+            scores = _Scorer(network)(_features(seq, queue, t, free))
+            agree.append(requests[int(np.argmax(scores))] == requests[choice])
+        return choice
+
+    seq = kth.window(9000, 256)
+    _run(seq, sjf)
+    before = np.mean(agree)
+    _imitate(network, kth.window(0, 3000), settings, np.random.default_rng(0))
+    agree.clear()
+    _run(seq, sjf)
+    assert np.mean(agree) > 0.9 > before

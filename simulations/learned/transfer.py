@@ -1,0 +1,106 @@
+"""Where a synthetic-vs-real gap comes from: saved PPO policies on both kinds of test jobs.
+
+    python -m simulations.learned.transfer --policies DIR --generator-file FILE [--trace FILE]
+
+``DIR`` holds the networks ``rl_experiment --save-policies`` wrote (``ppo-<source>-<seed>.pt``)
+and ``FILE`` the sequence model they were trained from. Every policy, and FCFS, SJF and F1,
+replays the experiment's held-out real sequences and as many 1,024-job sequences of a
+synthetic trace sampled from the model with a seed no training run used, so neither
+policy saw them. A policy trained on synthetic jobs that does well on synthetic test
+sequences but not on real ones learned the generator's world; one that does badly on
+both did not learn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from knowledge_base.errors import InvalidInputError
+from simulations.learned.ppo import PPOPolicy, Sequence, _Network, heuristic_bsld, policy_bsld
+from simulations.learned.rl_experiment import _EVAL_JOBS, _TRACE, _sequence
+from simulations.synth.columns import read_trace
+from simulations.synth.generator import generate
+from simulations.synth.model_files import load_model
+
+__all__ = ["load_policy", "main"]
+
+_NAME = re.compile(r"ppo-(real|synthetic)-(\d+)\.pt")
+_TEST_SEED = 10_000  # the experiment's seeds sample synthetic traces 0, 1, ...
+
+
+def load_policy(path: Path, hidden: int = 32) -> PPOPolicy:
+    network = _Network(hidden)
+    network.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    return PPOPolicy(network)
+
+
+def _windows(seq: Sequence, count: int) -> list[Sequence]:
+    n = seq.submit_s.size
+    if n <= _EVAL_JOBS:
+        raise InvalidInputError(
+            f"the test trace has {n} jobs, no more than one sequence", field="jobs", value=n
+        )
+    places = np.random.default_rng(1234).integers(0, n - _EVAL_JOBS, count)
+    return [seq.window(int(b), _EVAL_JOBS) for b in places]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--policies", type=Path, required=True)
+    parser.add_argument("--generator-file", type=Path, required=True)
+    parser.add_argument("--trace", type=Path, default=_TRACE)
+    parser.add_argument("--split", type=float, default=0.7)
+    parser.add_argument("--windows", type=int, default=8)
+    parser.add_argument("--synthetic-jobs", type=int, default=12000)
+    args = parser.parse_args(argv)
+    files: list[tuple[str, int, Path]] = []
+    for p in args.policies.glob("ppo-*.pt"):
+        if matched := _NAME.fullmatch(p.name):
+            files.append((matched[1], int(matched[2]), p))
+    files.sort()
+    if not files:
+        parser.error(f"--policies: no ppo-<source>-<seed>.pt in {args.policies}")
+
+    trace = read_trace(args.trace)
+    machine = trace.machine_procs
+    n_train = int(len(trace.table) * args.split)
+    real = _windows(_sequence(trace.table.take(slice(n_train, None)), machine), args.windows)
+    sample = generate(load_model(args.generator_file), args.synthetic_jobs, seed=_TEST_SEED)
+    synthetic = _windows(_sequence(sample.table, machine), args.windows)
+
+    print(
+        f"# mean bsld over {args.windows} sequences of {_EVAL_JOBS} jobs: real = held-out "
+        f"{trace.name} (jobs {n_train + 1:,}-), synthetic = the model's trace seed {_TEST_SEED}"
+    )
+    print(f"{'scheduler':<10} {'trained on':<10} {'seed':>4} {'on real':>9} {'on synthetic':>13}")
+    for name in ("FCFS", "SJF", "F1"):
+        h_real = float(np.mean([heuristic_bsld(w, name) for w in real]))
+        h_synthetic = float(np.mean([heuristic_bsld(w, name) for w in synthetic]))
+        print(f"{name:<10} {'-':<10} {'-':>4} {h_real:>9.2f} {h_synthetic:>13.2f}")
+    results: dict[str, list[tuple[float, float]]] = {}
+    for source, seed, path in files:
+        policy = load_policy(path)
+        on_real = float(np.mean([policy_bsld(w, policy) for w in real]))
+        on_synthetic = float(np.mean([policy_bsld(w, policy) for w in synthetic]))
+        results.setdefault(source, []).append((on_real, on_synthetic))
+        print(f"{'PPO':<10} {source:<10} {seed:>4} {on_real:>9.2f} {on_synthetic:>13.2f}")
+    for source, values in results.items():
+        print(
+            f"PPO trained on {source}: median {statistics.median(v[0] for v in values):.2f} on "
+            f"real, {statistics.median(v[1] for v in values):.2f} on synthetic "
+            f"({len(values)} seeds)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
