@@ -163,7 +163,11 @@ def test_the_experiment_names_a_bad_source(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_imitation_starts_the_network_at_the_heuristic(kth: Sequence) -> None:
-    settings = PPOSettings(trajectories=4, sequence_jobs=128, imitate="SJF", imitation_steps=100)
+    # Measured over 8 initializations on 1,024 jobs (126 decisions where the
+    # choice matters): agreement 0.12-0.53 before, 0.77-0.92 after. 256 jobs gave only
+    # 17 such decisions, and one initialization's 0.88 failed a 0.9 bound in CI.
+    torch.manual_seed(0)
+    settings = PPOSettings(trajectories=8, sequence_jobs=128, imitate="SJF", imitation_steps=100)
     network = _Network(32)
     agree: list[bool] = []
 
@@ -175,10 +179,11 @@ def test_imitation_starts_the_network_at_the_heuristic(kth: Sequence) -> None:
             agree.append(requests[int(np.argmax(scores))] == requests[choice])
         return choice
 
-    seq = kth.window(9000, 256)
+    seq = kth.window(9000, 1024)
     _run(seq, sjf)
     before = np.mean(agree)
     _imitate(network, kth.window(0, 3000), settings, np.random.default_rng(0))
     agree.clear()
     _run(seq, sjf)
-    assert np.mean(agree) > 0.9 > before
+    assert np.mean(agree) > 0.7
+    assert np.mean(agree) - before > 0.25
