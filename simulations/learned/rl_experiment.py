@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from simulations.engine import EASY, SHORTEST, simulate_arrays
 from simulations.learned.ppo import PPOSettings, Sequence, heuristic_bsld, policy_bsld, train_ppo
@@ -124,6 +124,24 @@ def main(argv: list[str] | None = None) -> int:
         help="PPO training sequences per epoch (the same for every source)",
     )
     parser.add_argument(
+        "--updates",
+        type=int,
+        default=PPOSettings().updates,
+        help="PPO steps over each epoch's batch",
+    )
+    parser.add_argument(
+        "--learning-rate",
+        type=float,
+        default=PPOSettings().learning_rate,
+        help="First epoch's learning rate (falls linearly to 0)",
+    )
+    parser.add_argument(
+        "--entropy",
+        type=float,
+        default=PPOSettings().entropy,
+        help="First epoch's entropy bonus (falls linearly to 0)",
+    )
+    parser.add_argument(
         "--baseline",
         default=PPOSettings().baseline,
         choices=["SJF", "F1", "FCFS", "none"],
@@ -167,12 +185,18 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {w.strip() for w in args.sources.split(",") if w.strip()}
     if not wanted or not wanted <= {"real", "synthetic"}:
         parser.error(f"--sources: use real and/or synthetic, not {args.sources!r}")
-    ppo = PPOSettings(
-        epochs=args.ppo_epochs,
-        trajectories=args.trajectories,
-        baseline=None if args.baseline == "none" else args.baseline,
-        imitate=args.imitate,
-    )
+    try:
+        ppo = PPOSettings(
+            epochs=args.ppo_epochs,
+            trajectories=args.trajectories,
+            updates=args.updates,
+            learning_rate=args.learning_rate,
+            entropy=args.entropy,
+            baseline=None if args.baseline == "none" else args.baseline,
+            imitate=args.imitate,
+        )
+    except ValidationError as e:
+        parser.error(str(e))
     trace = read_trace(args.trace)
     machine = trace.machine_procs
     n_train = int(len(trace.table) * args.split)
@@ -270,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"# {trace.name}: train on jobs 1-{n_train:,}, evaluate on {args.windows} sequences of "
         f"{_EVAL_JOBS} held-out jobs (EASY backfilling); PPO {args.ppo_epochs} epochs x "
-        f"{args.trajectories} sequences of 256, reward vs {ppo.baseline or '-'}, "
+        f"{args.trajectories} sequences of 256 ({ppo.updates} steps each, lr "
+        f"{ppo.learning_rate:g}, entropy {ppo.entropy:g}), reward vs {ppo.baseline or '-'}, "
         f"start {ppo.imitate or 'random'}; "
         f"seeds {args.first_seed}..{args.first_seed + args.seeds - 1}"
     )

@@ -162,6 +162,13 @@ def test_the_experiment_names_a_bad_source(capsys: pytest.CaptureFixture[str]) -
     assert "--sources" in capsys.readouterr().err
 
 
+def test_the_experiment_names_a_bad_training_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        rl_experiment.main(["--updates", "0"])
+    err = capsys.readouterr().err
+    assert "updates" in err and "greater than or equal to 1" in err
+
+
 def test_imitation_starts_the_network_at_the_heuristic(kth: Sequence) -> None:
     # Measured over 8 initializations on 1,024 jobs (126 decisions where the
     # choice matters): agreement 0.12-0.53 before, 0.77-0.92 after. 256 jobs gave only
