@@ -11,13 +11,14 @@ import torch
 
 from knowledge_base.errors import InvalidInputError
 from simulations.synth.clock import TraceClock
-from simulations.synth.columns import JobTable, Trace, read_trace
+from simulations.synth.columns import Trace, read_trace
 from simulations.synth.constraints import check_trace
 from simulations.synth.copula import CopulaModel
 from simulations.synth.generator import generate, offered_load, thin_to_load, write_trace
 from simulations.synth.model_files import load_model, save_model
 from simulations.synth.sequence import SequenceModel, _NumpyNet
 from simulations.synth.temporal import compare_time
+from tests.simulations.synth.tables import big_and_small, job_table
 
 
 def test_sampled_traces_obey_the_constraints_and_start_at_the_real_t0(
@@ -114,19 +115,6 @@ def test_bad_training_options_are_named(sdsc_trace: Trace) -> None:
     assert caught.value.field == "validation"
 
 
-def _table(submit_s: np.ndarray, procs: np.ndarray, run_s: np.ndarray) -> JobTable:
-    gaps = np.diff(submit_s, prepend=submit_s[:1]).astype(np.float64)
-    n = submit_s.size
-    return JobTable(
-        interarrival_s=gaps,
-        procs=procs,
-        requested_time_s=run_s.copy(),
-        run_s=run_s,
-        status=np.ones(n, dtype=np.int64),
-        user=np.zeros(n, dtype=np.int64),
-    )
-
-
 def test_thinning_to_the_load_keeps_every_survivors_submit_time() -> None:
     rng = np.random.default_rng(0)
     n = 4000
@@ -135,7 +123,7 @@ def test_thinning_to_the_load_keeps_every_survivors_submit_time() -> None:
     procs = rng.integers(1, 9, size=n)
     run = rng.integers(60, 4000, size=n)
     # A 3-day burst at four times the rate: an overloaded spell a model might make.
-    table = _table(submit.astype(np.float64), procs, run)
+    table = job_table(submit.astype(np.float64), procs, run)
     load = offered_load(table, 8)
     thinned, kept = thin_to_load(
         table, target_load=load * 0.8, machine_procs=8, n_jobs=3000, rng=rng
@@ -153,7 +141,7 @@ def test_thinning_caps_an_overloaded_week() -> None:
     # Six quiet weeks, then one week submitting five times the work.
     submit = np.concatenate([np.arange(0, 42 * day, 3600), np.arange(42 * day, 49 * day, 720)])
     n = submit.size
-    table = _table(submit.astype(np.float64), np.full(n, 4), np.full(n, 1800))
+    table = job_table(submit.astype(np.float64), np.full(n, 4), np.full(n, 1800))
     target = offered_load(table.take(slice(0, 42 * 24)), 8)
     thinned, _ = thin_to_load(
         table, target_load=target, machine_procs=8, n_jobs=n, rng=np.random.default_rng(0)
@@ -172,7 +160,7 @@ def test_thinning_drops_whole_sessions_so_they_keep_their_length() -> None:
     submit = (starts[:, None] + np.arange(4)[None, :] * 60).ravel()
     user = np.repeat(rng.integers(0, 60, size=starts.size), 4)
     order = np.argsort(submit, kind="stable")
-    table = _table(submit[order], np.full(submit.size, 2), np.full(submit.size, 3600))
+    table = job_table(submit[order], np.full(submit.size, 2), np.full(submit.size, 3600))
     table.user = user[order]
     load = offered_load(table, 8)
     thinned, _ = thin_to_load(
@@ -202,11 +190,7 @@ def test_thinning_keeps_the_mix_of_big_and_small_jobs() -> None:
     # by one while the trailing week had room, which kept small jobs and dropped big ones:
     # work per job 0.78 of the source's here.
     rng = np.random.default_rng(3)
-    n = 6000
-    submit = np.cumsum(rng.integers(1, 3600, size=n)).astype(np.float64)
-    submit -= submit[0]
-    big = rng.random(n) < 0.05
-    table = _table(submit, np.where(big, 128, 2), np.where(big, 43_200, 3600))
+    table = big_and_small(rng, users=1)
     target = offered_load(table, 256) / 1.25
     thinned, _ = thin_to_load(table, target_load=target, machine_procs=256, n_jobs=4000, rng=rng)
     per_job = (thinned.procs * thinned.run_s).mean() / (table.procs * table.run_s).mean()

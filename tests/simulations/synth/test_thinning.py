@@ -13,20 +13,9 @@ from simulations.synth.generator import (
     thin_to_load,
     weekly_load_cv,
 )
+from tests.simulations.synth.tables import big_and_small, job_table
 
 _DAY = 86_400
-
-
-def _table(submit_s: np.ndarray, procs: np.ndarray, run_s: np.ndarray) -> JobTable:
-    n = submit_s.size
-    return JobTable(
-        interarrival_s=np.diff(submit_s, prepend=submit_s[:1]).astype(np.float64),
-        procs=procs,
-        requested_time_s=run_s.copy(),
-        run_s=run_s,
-        status=np.ones(n, dtype=np.int64),
-        user=np.arange(n, dtype=np.int64) % 50,
-    )
 
 
 def _bursty(rng: np.random.Generator) -> JobTable:
@@ -39,7 +28,9 @@ def _bursty(rng: np.random.Generator) -> JobTable:
     submit = np.concatenate(weeks)
     submit -= submit[0]
     n = submit.size
-    return _table(submit, np.full(n, 8), rng.integers(3600, 4 * 3600, n).astype(np.float64))
+    return job_table(
+        submit, np.full(n, 8), rng.integers(3600, 4 * 3600, n).astype(np.float64), users=50
+    )
 
 
 def test_backlog_thinning_drops_more_in_overloaded_weeks_than_at_random() -> None:
@@ -71,11 +62,7 @@ def test_backlog_thinning_keeps_the_mix_of_big_and_small_jobs() -> None:
     # Big jobs make the backlog, but whether a session is admitted depends on the jobs
     # before it, not on its own: work per job stays the source's.
     rng = np.random.default_rng(3)
-    n = 6000
-    submit = np.cumsum(rng.integers(1, 3600, size=n)).astype(np.float64)
-    submit -= submit[0]
-    big = rng.random(n) < 0.05
-    table = _table(submit, np.where(big, 128, 2), np.where(big, 43_200, 3600))
+    table = big_and_small(rng, users=50)
     target = offered_load(table, 256) / 1.25
     thinned, _ = thin_to_load(
         table,
@@ -104,7 +91,7 @@ def test_backlog_thinning_keeps_the_hour_of_day_profile_when_given_the_hours() -
     )
     submit -= submit[0]
     n = submit.size
-    table = _table(submit, np.full(n, 16), np.full(n, 5400.0))
+    table = job_table(submit, np.full(n, 16), np.full(n, 5400.0), users=50)
     hours = ((submit // 3600) % 24).astype(np.int64)
     target = offered_load(table, 64) / 1.4
 
@@ -135,7 +122,7 @@ def test_backlog_thinning_keeps_the_hour_of_day_profile_when_given_the_hours() -
 def test_mean_backlog_is_the_fluid_queue_each_job_finds() -> None:
     # One machine-hour of work at t=0, then jobs at 30 min and 2 h: they find 30 min of
     # backlog and none; the first finds none.
-    table = _table(np.array([0.0, 1800.0, 7200.0]), np.full(3, 64), np.full(3, 3600.0))
+    table = job_table(np.array([0.0, 1800.0, 7200.0]), np.full(3, 64), np.full(3, 3600.0), users=50)
     assert mean_backlog_s(table, 64) == pytest.approx((0.0 + 1800.0 + 0.0) / 3)
 
 
