@@ -120,11 +120,19 @@ def _rnn_counts() -> dict[str, dict[str, Any]]:
     return {i["id"]: i for i in read_items(DATA / "rnn_counts.jsonl")}
 
 
-def fit(truth: str, stat: str, rnn: bool, probes: str = "recurrent") -> Any:
+def _geometry() -> dict[str, dict[str, Any]]:
+    """Operator geometry rows of every timed item (``opsweep --geometry``), by item id."""
+    from tools.profiling.opsweep import read_items
+
+    return {i["id"]: i for i in read_items(DATA / "op_geometry.jsonl")}
+
+
+def fit(truth: str, stat: str, rnn: bool, probes: str = "recurrent", features: int = 1) -> Any:
     """The per-operator model on the sweep's timings: step coefficients fitted on the
     profiler's step times (``sweep``) or on the steps timed here (``now``, ``stat``:
     the median or least step), recurrent loops counted apart (``rnn``) or not; the probe
-    networks' steps that train the step law too: ``recurrent``, ``all`` or ``none``."""
+    networks' steps that train the step law too: ``recurrent``, ``all`` or ``none``;
+    ``features``: the booster's feature version (2: with the operators' geometry)."""
     from tools.estimators.dnn.opcost import fit_opcost
     from tools.profiling.opsweep import read_items
 
@@ -143,10 +151,16 @@ def fit(truth: str, stat: str, rnn: bool, probes: str = "recurrent") -> Any:
         }
     counts = _rnn_counts()
     merged = {k: {**counts.get(k, {}), **lines.get(k, {})} for k in {*counts, *lines}}
-    model = fit_opcost(items, provenance=provenance, truth=now, extra=merged if rnn else None)
+    model = fit_opcost(
+        items,
+        provenance=provenance,
+        truth=now,
+        extra=merged if rnn else None,
+        geometry=_geometry() if features >= 2 else None,
+    )
     model.meta["command"] = (
         f"python benchmarks/cpu_opcost.py --train --truth {truth} --stat {stat} "
-        f"--probe-steps {probes}" + ("" if rnn else " --no-rnn")
+        f"--probe-steps {probes} --features {features}" + ("" if rnn else " --no-rnn")
     )
     model.meta["step_truth"] = (
         f"zoo and recurrent probe steps timed like their operators ({stat}; opsweep --steps, "
@@ -159,9 +173,9 @@ def fit(truth: str, stat: str, rnn: bool, probes: str = "recurrent") -> Any:
     return model
 
 
-def train(truth: str, stat: str, rnn: bool, probes: str) -> None:
+def train(truth: str, stat: str, rnn: bool, probes: str, features: int) -> None:
     began = time.monotonic()
-    model = fit(truth, stat, rnn, probes)
+    model = fit(truth, stat, rnn, probes, features)
     model.meta["trained_s"] = round(time.monotonic() - began, 1)
     model.save(DATA)
     print(f"trained {model.estimator_id} in {model.meta['trained_s']} s", flush=True)
@@ -224,7 +238,12 @@ def _probe_fit(model: Any) -> None:
     stat = "least" if "least" in model.meta.get("step_truth", "") else "median"
     lines = _steps_now()
     truth = {k: float(v[STAT[stat]]) for k, v in lines.items() if k.startswith("probe-")}
-    steps = step_items(read_items(DATA / "op_timings.jsonl"), truth, lines)
+    steps = step_items(
+        read_items(DATA / "op_timings.jsonl"),
+        truth,
+        lines,
+        _geometry() if model.needs_geometry else None,
+    )
     errors: dict[tuple[str, int], list[float]] = {}
     for step in (s for s in steps if s.probe):
         _, p50, _ = model.predict_s(
@@ -262,15 +281,22 @@ def report(record: bool) -> None:
     began = time.monotonic()
     before = fit("sweep", "median", rnn=False)  # the model shipped before: profiler's times
     plain = fit("now", stat, rnn=False)  # steps timed here, recurrent loops not apart
-    print(f"# (two comparison models refitted in {time.monotonic() - began:.0f} s)")
+    # the same as the shipped model but without the operators' geometry (feature version 1)
+    flat = fit("now", stat, rnn=True, probes=product.meta.get("probe_steps", "all"))
+    print(f"# (three comparison models refitted in {time.monotonic() - began:.0f} s)")
     for name, model in (
-        ("shipped: steps timed here, recurrent loops apart", product),
+        (f"shipped (feature version {product.feature_version})", product),
+        ("the same without operator geometry (feature version 1)", flat),
         ("steps timed here, recurrent loops not apart", plain),
         ("before: the profiler's step times (AVX-512 host)", before),
     ):
         _describe(name, model)
     _probe_fit(product)
-    for name, model in (("shipped", product), ("profiler's step times, before", before)):
+    for name, model in (
+        ("shipped", product),
+        ("without operator geometry", flat),
+        ("profiler's step times, before", before),
+    ):
         _zoo_table(name, model.meta)
     # How much slower the zoo's steps ran here than when the profiler measured them:
     # the factor that brings this host's times to the profiler's (for the models that
@@ -291,7 +317,7 @@ def report(record: bool) -> None:
     )
     truth = json.loads((DATA / "heldout_steps.json").read_text())
     bundle, _ = load_bundle(Path("~/.rightsize").expanduser())
-    rows: list[tuple[str, int, int, float, Q, Q, Q, Q]] = []
+    rows: list[tuple[str, int, int, float, Q, Q, Q, Q, Q]] = []
     timing: list[float] = []
     for stem, (cls, batches) in MODELS.items():
         user = load_user_model(HELDOUT / f"{stem}.py", cls)
@@ -313,8 +339,16 @@ def report(record: bool) -> None:
                     "parameters": int(data.summary["parameters"]),
                 }
                 x = data.x.astype(float)
-                ours = product.predict_s(x, None, **kwargs, rnn_ops=rnn_ops, rnn_calls=rnn_calls)
+                ours = product.predict_s(
+                    x,
+                    None,
+                    **kwargs,
+                    rnn_ops=rnn_ops,
+                    rnn_calls=rnn_calls,
+                    geometry=data.geometry,
+                )
                 timing.append(traced + time.monotonic() - began)
+                ours_flat = flat.predict_s(x, None, **kwargs, rnn_ops=rnn_ops, rnn_calls=rnn_calls)
                 ours_plain = plain.predict_s(x, None, **kwargs)
                 theirs_before = before.predict_s(x, None, **kwargs)
                 # the bundle as it answers a host of the CPU model it was trained on
@@ -338,6 +372,7 @@ def report(record: bool) -> None:
                         ours_plain,
                         theirs_before,
                         (q.p10, q.p50, q.p90),
+                        ours_flat,
                     )
                 )
     print("\n## Held-out model files (families the zoo lacks), measured here")
@@ -348,18 +383,19 @@ def report(record: bool) -> None:
     )
     print(
         "| file | batch | threads | measured s | shipped p50 (p10-p90) | err "
+        "| no geometry p50 (p10-p90) | err "
         "| not apart p50 | err | deflated s | before p50 (p10-p90) | err "
         "| bundle p50 (p10-p90) | err |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def cell(q: Q, y: float) -> str:
         return f"{q[1]:.4f} ({q[0]:.4f}-{q[2]:.4f}) | {(q[1] - y) / y:+.0%}"
 
-    for stem, batch, threads, y, ours, ours_plain, theirs_before, theirs in rows:
+    for stem, batch, threads, y, ours, ours_plain, theirs_before, theirs, ours_flat in rows:
         deflated = y / inflation[threads]
         print(
-            f"| {stem} | {batch} | {threads} | {y:.4f} | {cell(ours, y)} "
+            f"| {stem} | {batch} | {threads} | {y:.4f} | {cell(ours, y)} | {cell(ours_flat, y)} "
             f"| {ours_plain[1]:.4f} | {(ours_plain[1] - y) / y:+.0%} | {deflated:.4f} "
             f"| {cell(theirs_before, deflated)} | {cell(theirs, deflated)} |"
         )
@@ -380,6 +416,7 @@ def report(record: bool) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     table = (
         (f"per-operator, shipped ({product.estimator_id})", 4, False),
+        ("per-operator, without operator geometry", 8, False),
         ("per-operator, recurrent loops not apart", 5, False),
         ("per-operator before (profiler's step times)", 6, True),
         ("HARP bundle (hybrid)", 7, True),
@@ -406,6 +443,7 @@ def report(record: bool) -> None:
             "opcost_threads": {f"t{t}": scored(4, False, t) for t in THREADS},
             "bundle": theirs_s,
             "before": scored(6, True),
+            "without_geometry": scored(8, False),
             "inflation": {f"t{t}": v for t, v in inflation.items()},
             "better_than_bundle": ours_s["mape"] < theirs_s["mape"]
             and ours_s["coverage_p10_p90"] >= theirs_s["coverage_p10_p90"],
@@ -432,12 +470,15 @@ def main() -> int:
         default="recurrent",
         help="probe networks' steps that train the step law (with the loops apart)",
     )
+    parser.add_argument(
+        "--features", type=int, choices=(1, 2), default=2, help="--train: feature version"
+    )
     parser.add_argument("--record", action="store_true", help="write the held-out comparison")
     args = parser.parse_args()
     if args.measure:
         measure(args.out)
     elif args.train:
-        train(args.truth, args.stat, not args.no_rnn, args.probe_steps)
+        train(args.truth, args.stat, not args.no_rnn, args.probe_steps, args.features)
     else:
         report(args.record)
     return 0

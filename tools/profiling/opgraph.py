@@ -44,6 +44,8 @@ from tools.profiling.zoo.registry import TrainingTask, loss_fn
 __all__ = [
     "ALIAS_OPS",
     "CATEGORIES",
+    "GEOMETRY_FIELDS",
+    "GEOMETRY_VERSION",
     "OpGraph",
     "OpNode",
     "category_of",
@@ -183,6 +185,8 @@ class OpNode:
     output_bytes: float
     param_bytes: float
     rnn_call: int = -1  # which recurrent layer call's C++ loop dispatched it (-1: none)
+    # the operator's shape geometry (``GEOMETRY_FIELDS`` order, ``node_geometry``)
+    geometry: tuple[float, ...] = ()
 
 
 @dataclass(slots=True)
@@ -377,6 +381,109 @@ def _flops(node: Node) -> float:
         return 0.0
 
 
+# What an operator's shapes say beyond its FLOPs and bytes (``node_geometry``). Bump
+# GEOMETRY_VERSION whenever a field is added, removed or computed differently: files of
+# geometry rows and models fitted on them carry it, and another version is refused.
+GEOMETRY_VERSION = 1
+GEOMETRY_FIELDS: tuple[str, ...] = (
+    "spatial_rank",  # convolution/pooling: spatial dims of the input longer than 1
+    "kernel",  # convolution/pooling: kernel elements (product of the kernel's sizes)
+    "stride",  # convolution/pooling: product of the strides
+    "groups",  # convolution: groups (depthwise: = input channels)
+    "channels_in",  # convolution/pooling: input channels; matrix product: K
+    "channels_out",  # convolution/pooling: output channels; matrix product: N
+    "out_spatial",  # convolution/pooling: output positions per channel; matrix product: M
+    "out_rank",  # dimensions of the (first) output tensor
+    "out_inner",  # its innermost dimension (the vectorised loop's length)
+)
+_CONV_OPS = frozenset({"convolution", "convolution_backward"})
+_MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
+
+
+def _shape(value: Any) -> tuple[int, ...]:
+    first = next(iter(_tensors(value)), None)
+    return tuple(int(d) for d in first.shape) if first is not None else ()
+
+
+def _ints(value: Any, rank: int, default: int) -> list[int]:
+    """A pooling/convolution size argument (an int or a list, possibly empty) per dim."""
+    if isinstance(value, int):
+        return [value] * rank
+    if isinstance(value, list | tuple) and value:
+        values = [int(v) for v in value]
+        return values * rank if len(values) == 1 else values
+    return [default] * rank
+
+
+def node_geometry(node: Node) -> tuple[float, ...]:
+    """``GEOMETRY_FIELDS`` of one traced operator, from its arguments' shapes.
+
+    A 1-D convolution and a 2-D one of equal FLOPs and bytes differ here (spatial rank,
+    kernel, output positions), and so do a depthwise and a dense one; a 1-D pooling
+    (dispatched as a 2-D one over a height of 1) has spatial rank 1. Fields that do not
+    apply to an operator are 0.
+    """
+    name = _op_name(node)
+    out = _shape(node.meta.get("val"))
+    rank, kernel, stride, groups, c_in, c_out, positions = (0.0,) * 7
+    args = list(node.args)
+
+    def arg(i: int) -> Any:
+        value = args[i] if i < len(args) else None
+        return value.meta.get("val") if isinstance(value, Node) else value
+
+    if name in _CONV_OPS:
+        forward = name == "convolution"
+        x, w = (arg(0), arg(1)) if forward else (arg(1), arg(2))
+        y = node.meta.get("val") if forward else arg(0)
+        xs, ws, ys = _shape(x), _shape(w), _shape(y)
+        if len(xs) >= 3 and len(ws) >= 3 and len(ys) >= 3:
+            spatial = len(xs) - 2
+            rank = float(sum(d > 1 for d in xs[2:]))
+            kernel = float(math.prod(ws[2:]))
+            stride = float(math.prod(_ints(arg(3 if forward else 4), spatial, 1)))
+            groups = float(arg(8 if forward else 9) or 1)
+            c_in, c_out = float(xs[1]), float(ws[0])
+            positions = float(math.prod(ys[2:]))
+    elif category_of(name) == "pool":
+        x = arg(0) if "backward" not in name else arg(1)
+        y = node.meta.get("val") if "backward" not in name else arg(0)
+        xs, ys = _shape(x), _shape(y)
+        if len(xs) >= 3 and len(ys) >= 3:
+            spatial = len(xs) - 2
+            rank = float(sum(d > 1 for d in xs[2:]))
+            if "adaptive" in name:
+                kernel = float(math.prod(xs[2:]) / max(1, math.prod(ys[2:])))
+                stride = kernel
+            else:
+                k_at = 1 if "backward" not in name else 2
+                sizes = _ints(arg(k_at), spatial, 1)
+                kernel = float(math.prod(sizes))
+                stride = float(math.prod(_ints(arg(k_at + 1), spatial, 0)))
+                if stride == 0.0:  # an empty stride means the kernel's
+                    stride = kernel
+            groups = 1.0
+            c_in = c_out = float(xs[1])
+            positions = float(math.prod(ys[2:]))
+    elif name in _MATMUL_OPS:
+        a, b = (arg(0), arg(1)) if name in {"mm", "bmm"} else (arg(1), arg(2))
+        sa, sb = _shape(a), _shape(b)
+        if len(sa) >= 2 and len(sb) >= 2:
+            c_in, c_out = float(sa[-1]), float(sb[-1])
+            positions = float(math.prod(sa[:-1]))
+    return (
+        rank,
+        kernel,
+        stride,
+        groups,
+        c_in,
+        c_out,
+        positions,
+        float(len(out)),
+        float(out[-1]) if out else 0.0,
+    )
+
+
 def op_graph(task: TrainingTask, loss: Callable[[Tensor, Tensor], Tensor] | None = None) -> OpGraph:
     """The ``OpGraph`` of one training step of ``task`` (traced with fake tensors)."""
     graph = trace_step(task, loss)
@@ -450,6 +557,7 @@ def _build(graph: GraphModule, n_params: int, n_buffers: int, parameters: int) -
                 output_bytes=_nbytes(node.meta.get("val")),
                 param_bytes=param_bytes,
                 rnn_call=int(node.meta.get(RNN_META, -1)),
+                geometry=node_geometry(node),
             )
         )
         for origin in sources(node):

@@ -17,6 +17,12 @@ count, critical_s, thread_s, process_s, wall_s]``, times the median over the cop
 The first line of a new file is the provenance: machine, torch, thread counts,
 ``OMP_WAIT_POLICY``, the command.
 
+``--geometry FILE`` derives, without timing anything, each stored operator row's shape
+geometry (``opgraph.GEOMETRY_FIELDS``: spatial rank, kernel, stride, groups, channels,
+output positions, M/N/K of matrix products) by tracing the item's step again with fake
+tensors: one line per item, ``geometry`` aligned with its ``ops`` and the
+``geometry_version`` it was computed with.
+
 ``--steps FILE`` then times the whole eager step of every zoo item of ``--out``
 (``optiming.time_training_step``, same optimizer and threads) into ``FILE``, one line
 per item (``id``, ``step_s``): the step measured under the same conditions as its
@@ -40,7 +46,7 @@ from typing import Any
 
 import torch
 
-from tools.profiling.opgraph import trace_step
+from tools.profiling.opgraph import GEOMETRY_FIELDS, GEOMETRY_VERSION, trace_step
 from tools.profiling.optiming import (
     StepOpTimings,
     time_optimizer_update,
@@ -50,7 +56,14 @@ from tools.profiling.optiming import (
 from tools.profiling.profiler import hardware_descriptors
 from tools.profiling.zoo.registry import FAMILIES
 
-__all__ = ["OP_FIELDS", "aggregate_ops", "main", "read_items", "zoo_choices"]
+__all__ = [
+    "OP_FIELDS",
+    "aggregate_ops",
+    "geometry_rows",
+    "main",
+    "read_items",
+    "zoo_choices",
+]
 
 OP_FIELDS = (
     "op",
@@ -175,11 +188,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rnn-counts", type=Path, help="recurrent layers' operator counts of --out into FILE"
     )
+    parser.add_argument(
+        "--geometry", type=Path, help="operator geometry rows of --out's items into FILE"
+    )
     args = parser.parse_args(argv)
     if args.steps is not None:
         return _steps(args.out, args.steps, args.step_runs, set(args.step_probes.split(",")) - {""})
     if args.rnn_counts is not None:
         return _rnn_counts(args.out, args.rnn_counts)
+    if args.geometry is not None:
+        return _geometry(args.out, args.geometry)
     done: set[str] = set()
     if args.out.exists():
         done = {item["id"] for item in read_items(args.out)}
@@ -318,6 +336,58 @@ def _steps(source: Path, out: Path, runs: int, probe_kinds: set[str]) -> int:
             handle.write(json.dumps(line) + "\n")
             handle.flush()
             print(f"{item['id']}: {step_s:.4f} s", file=sys.stderr, flush=True)
+    return 0
+
+
+def geometry_rows(ops: list[list[Any]], nodes: list[Any]) -> tuple[list[list[float]], int, int]:
+    """Each stored operator row's geometry (``aggregate_ops``' key matched against the
+    traced ``nodes``); rows no node matches get zeros. Returns the rows, how many were
+    unmatched and how many keys had nodes of different geometry (the first is kept)."""
+    width = len(GEOMETRY_FIELDS)
+    found: dict[tuple[Any, ...], tuple[float, ...]] = {}
+    clashes = 0
+    for n in nodes:
+        key = (n.op, n.category, n.backward, n.flops, n.input_bytes, n.output_bytes, n.param_bytes)
+        if key in found and found[key] != n.geometry:
+            clashes += 1
+        found.setdefault(key, n.geometry)
+    rows, unmatched = [], 0
+    for o in ops:
+        geometry = found.get((o[0], o[1], bool(o[2]), *(float(v) for v in o[3:7])))
+        if geometry is None:
+            unmatched += 1
+        rows.append(list(geometry) if geometry is not None else [0.0] * width)
+    return rows, unmatched, clashes
+
+
+def _geometry(source: Path, out: Path) -> int:
+    """Operator geometry rows of ``source``'s zoo and probe items (fake-tensor traces)."""
+    from tools.profiling.opgraph import op_graph
+
+    items = [i for i in read_items(source) if i.get("kind") in {"zoo", "probe"}]
+    probes = _probe_tasks(source) if any(i["kind"] == "probe" for i in items) else {}
+    with out.open("w") as handle:
+        provenance = _provenance(["--out", str(source), "--geometry", str(out)])
+        provenance["timing"] = "none: fake-tensor traces (opgraph.node_geometry), shapes only"
+        provenance["geometry_version"] = GEOMETRY_VERSION
+        provenance["geometry_fields"] = list(GEOMETRY_FIELDS)
+        handle.write(json.dumps(provenance) + "\n")
+        for item in items:
+            if item["kind"] == "zoo":
+                with torch.device("meta"):
+                    task = _item_task(item, probes)
+            else:
+                task = _item_task(item, probes)
+            rows, unmatched, clashes = geometry_rows(item["ops"], op_graph(task).nodes)
+            line = {
+                "id": item["id"],
+                "geometry_version": GEOMETRY_VERSION,
+                "geometry": [[float(f"{v:.6g}") for v in r] for r in rows],
+                "unmatched": unmatched,
+                "clashes": clashes,
+            }
+            handle.write(json.dumps(line, separators=(",", ":")) + "\n")
+            print(f"{item['id']}: {unmatched} unmatched, {clashes} clashes", file=sys.stderr)
     return 0
 
 

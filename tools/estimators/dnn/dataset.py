@@ -203,6 +203,9 @@ class GraphData:
     # per node, the recurrent layer call whose C++ loop dispatched it (-1 none); None:
     # no recurrent layer (not saved: the zoo's graphs are read for the bundle only)
     rnn_call: NDArray[np.int64] | None = None
+    # per node, its shape geometry (``opgraph.GEOMETRY_FIELDS``, raw values) for the
+    # per-operator CPU model; None where the graph was stored without it
+    geometry: NDArray[np.float64] | None = None
 
     @property
     def rnn_counts(self) -> tuple[int, int]:
@@ -250,7 +253,14 @@ def graph_data(graph: OpGraph) -> GraphData:
     edges = np.array(graph.edges, dtype=np.int64).reshape(-1, 2).T
     calls = np.array([n.rnn_call for n in graph.nodes], dtype=np.int64)
     rnn = calls if calls.size and int(calls.max()) >= 0 else None
-    return GraphData(x=x, edge_index=edges, summary=graph.summary(), rnn_call=rnn)
+    geometry = np.array([n.geometry for n in graph.nodes], dtype=np.float64)
+    return GraphData(
+        x=x,
+        edge_index=edges,
+        summary=graph.summary(),
+        rnn_call=rnn,
+        geometry=geometry.reshape(len(graph.nodes), -1) if len(graph.nodes) else None,
+    )
 
 
 def _build_zoo_graph(item: tuple[str, dict[str, int], int, str]) -> str:

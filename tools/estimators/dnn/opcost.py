@@ -48,11 +48,14 @@ import xgboost as xgb
 from numpy.typing import NDArray
 from scipy.optimize import least_squares, nnls
 
+from knowledge_base.errors import InvalidInputError
 from tools.estimators.dnn.dataset import NODE_FEATURES
-from tools.profiling.opgraph import CATEGORIES
+from tools.profiling.opgraph import CATEGORIES, GEOMETRY_FIELDS, GEOMETRY_VERSION
 
 __all__ = [
     "FAMILY_GROUPS",
+    "FEATURE_SETS",
+    "GEOMETRY_COLUMNS",
     "OPCOST_ID_PREFIX",
     "OpCostModel",
     "StepItem",
@@ -89,6 +92,63 @@ OP_PARAMS: dict[str, Any] = {
 }
 OP_ROUNDS = 200
 
+# The operator booster's input columns, by feature version (the model file names its
+# version; a file of any other version or column list is refused, never misread).
+# Version 2 adds the operators' shape geometry (``opgraph.node_geometry``, version
+# ``GEOMETRY_VERSION``): what tells a 1-D from a 2-D convolution of the same FLOPs and
+# bytes, a depthwise from a dense one, a tall from a wide matrix product.
+GEOMETRY_COLUMNS: tuple[str, ...] = (
+    "spatial_rank",
+    "log_kernel",
+    "log_stride",
+    "log_groups",
+    "log_channels_in",
+    "log_channels_out",
+    "log_out_spatial",
+    "out_rank",
+    "log_out_inner",
+    "log_intensity",  # FLOPs per byte read and written
+)
+FEATURE_SETS: dict[int, tuple[str, ...]] = {
+    1: (*NODE_FEATURES, "threads"),
+    2: (*NODE_FEATURES, *GEOMETRY_COLUMNS, "threads"),
+}
+_FLOPS_COLUMN = len(CATEGORIES) + 1  # log_flops, then log input and output bytes
+
+
+def geometry_columns(
+    x: NDArray[np.float64], geometry: NDArray[np.float64] | Sequence[Sequence[float]]
+) -> NDArray[np.float64]:
+    """``GEOMETRY_COLUMNS`` of operators given by their ``NODE_FEATURES`` rows ``x`` and
+    raw geometry rows (``opgraph.GEOMETRY_FIELDS`` order)."""
+    g = np.asarray(geometry, dtype=np.float64).reshape(-1, len(GEOMETRY_FIELDS))
+    if g.shape[0] != x.shape[0]:
+        raise InvalidInputError(
+            f"{g.shape[0]} geometry rows for {x.shape[0]} operators",
+            field="geometry",
+            value=g.shape[0],
+        )
+    logs = np.log1p(np.maximum(g, 0.0))
+    flops = np.expm1(x[:, _FLOPS_COLUMN] * _LOG_SCALE)
+    moved = np.expm1(x[:, _FLOPS_COLUMN + 1] * _LOG_SCALE) + np.expm1(
+        x[:, _FLOPS_COLUMN + 2] * _LOG_SCALE
+    )
+    intensity = np.log1p(flops) - np.log1p(moved)
+    return np.column_stack(
+        [
+            g[:, 0],
+            logs[:, 1],
+            logs[:, 2],
+            logs[:, 3],
+            logs[:, 4],
+            logs[:, 5],
+            logs[:, 6],
+            g[:, 7],
+            logs[:, 8],
+            intensity,
+        ]
+    )
+
 
 def default_model_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "data" / "cpu_opcost"
@@ -106,12 +166,49 @@ def _feature_row(
     return row
 
 
-def node_rows(ops: Sequence[Sequence[Any]]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Features (``NODE_FEATURES`` order) and counts of stored operator rows
+def node_rows(
+    ops: Sequence[Sequence[Any]], geometry: Sequence[Sequence[float]] | None = None
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Features (``NODE_FEATURES`` order, then ``GEOMETRY_COLUMNS`` where ``geometry``
+    gives the rows' raw geometry) and counts of stored operator rows
     (``opsweep.OP_FIELDS``)."""
     x = np.array([_feature_row(o[1], bool(o[2]), o[3], o[4], o[5], o[6]) for o in ops])
+    x = x.reshape(-1, len(NODE_FEATURES))
     counts = np.array([float(o[7]) for o in ops])
-    return x.reshape(-1, len(NODE_FEATURES)), counts
+    if geometry is not None:
+        x = np.hstack([x, geometry_columns(x, geometry)])
+    return x, counts
+
+
+def item_geometry(
+    geometry: Mapping[str, Mapping[str, Any]] | None, item: Mapping[str, Any]
+) -> list[list[float]] | None:
+    """An item's geometry rows from ``opsweep --geometry`` lines (by item id); None
+    without lines; an item without its line, or of another geometry version, is refused."""
+    if geometry is None:
+        return None
+    line = geometry.get(str(item.get("id", "")))
+    if line is None:
+        raise InvalidInputError(
+            "no geometry rows for this timed item (run opsweep --geometry)",
+            field="geometry",
+            value=item.get("id"),
+        )
+    if int(line.get("geometry_version", -1)) != GEOMETRY_VERSION:
+        raise InvalidInputError(
+            f"geometry rows of version {line.get('geometry_version')}, this code computes "
+            f"version {GEOMETRY_VERSION} (run opsweep --geometry again)",
+            field="geometry_version",
+            value=line.get("geometry_version"),
+        )
+    rows = [list(r) for r in line["geometry"]]
+    if len(rows) != len(item["ops"]):
+        raise InvalidInputError(
+            f"{len(rows)} geometry rows for {len(item['ops'])} operator rows",
+            field="geometry",
+            value=item.get("id"),
+        )
+    return rows
 
 
 def _with_threads(x: NDArray[np.float64], threads: int) -> NDArray[np.float64]:
@@ -142,12 +239,14 @@ def step_items(
     items: Sequence[Mapping[str, Any]],
     truth: Mapping[str, float] | None = None,
     extra: Mapping[str, Mapping[str, Any]] | None = None,
+    geometry: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[StepItem]:
     """The zoo items as steps; ``truth`` (item id -> seconds) replaces their measured time.
 
     ``extra`` (item id -> ``opsweep --steps`` line) gives the recurrent layers' operator
     counts (``rnn_ops``, ``rnn_calls``) and makes the probe items it times steps too
-    (family ``probe:NAME``, SGD, its ``parameters``).
+    (family ``probe:NAME``, SGD, its ``parameters``); ``geometry`` (item id ->
+    ``opsweep --geometry`` line) adds the operators' geometry columns.
     """
     extra = extra or {}
     out = []
@@ -163,7 +262,7 @@ def step_items(
             parameters, measured = more["parameters"], truth[item["id"]]
         else:
             continue
-        x, counts = node_rows(item["ops"])
+        x, counts = node_rows(item["ops"], item_geometry(geometry, item))
         out.append(
             StepItem(
                 family=family,
@@ -195,13 +294,15 @@ def item_family(item: Mapping[str, Any]) -> str:
 
 
 def _op_training(
-    items: Sequence[Mapping[str, Any]], exclude: set[str]
+    items: Sequence[Mapping[str, Any]],
+    exclude: set[str],
+    geometry: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     xs, ys, ws = [], [], []
     for item in items:
         if item.get("kind") not in {"zoo", "probe"} or item_family(item) in exclude:
             continue
-        x, counts = node_rows(item["ops"])
+        x, counts = node_rows(item["ops"], item_geometry(geometry, item))
         times = np.array([max(float(o[8]), 1e-7) for o in item["ops"]])
         xs.append(_with_threads(x, int(item["threads"])))
         ys.append(np.log(times))
@@ -210,9 +311,12 @@ def _op_training(
 
 
 def _fit_ops(
-    items: Sequence[Mapping[str, Any]], exclude: set[str], rounds: int = OP_ROUNDS
+    items: Sequence[Mapping[str, Any]],
+    exclude: set[str],
+    rounds: int = OP_ROUNDS,
+    geometry: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> xgb.Booster:
-    x, y, w = _op_training(items, exclude)
+    x, y, w = _op_training(items, exclude, geometry)
     data = xgb.DMatrix(x, label=y, weight=w)
     return xgb.train(OP_PARAMS, data, num_boost_round=rounds)
 
@@ -310,6 +414,16 @@ class OpCostModel:
     def threads(self) -> list[int]:
         return sorted(int(k[1:]) for k in self.step)
 
+    @property
+    def feature_version(self) -> int:
+        """``FEATURE_SETS`` key of the booster's input columns (a file written before
+        versions were recorded has version 1's columns)."""
+        return int(self.meta.get("feature_version", 1))
+
+    @property
+    def needs_geometry(self) -> bool:
+        return self.feature_version >= 2
+
     def predict_s(
         self,
         x: NDArray[np.float64],
@@ -320,11 +434,32 @@ class OpCostModel:
         parameters: int,
         rnn_ops: int = 0,
         rnn_calls: int = 0,
+        geometry: NDArray[np.float64] | None = None,
     ) -> tuple[float, float, float]:
         """p10, p50, p90 of the step time of a graph given as node feature rows
-        (``rnn_ops`` of them dispatched by ``rnn_calls`` recurrent layers' loops)."""
+        (``NODE_FEATURES``; ``rnn_ops`` of them dispatched by ``rnn_calls`` recurrent
+        layers' loops; ``geometry``: their raw ``opgraph.GEOMETRY_FIELDS`` rows, which a
+        model of feature version 2 needs). Rows that already carry the model's geometry
+        columns (``step_items``) are taken as they are."""
         if f"t{threads}" not in self.step:
             raise ValueError(f"threads={threads} outside the model's {self.threads}")
+        width = len(FEATURE_SETS[self.feature_version]) - 1
+        if x.shape[1] != width:
+            if not self.needs_geometry or x.shape[1] != len(NODE_FEATURES):
+                raise InvalidInputError(
+                    f"operator rows of {x.shape[1]} columns, the model (feature version "
+                    f"{self.feature_version}) reads {width}",
+                    field="x",
+                    value=x.shape[1],
+                )
+            if geometry is None:
+                raise InvalidInputError(
+                    f"the model (feature version {self.feature_version}) needs the "
+                    "operators' geometry (opgraph.node_geometry); none given",
+                    field="geometry",
+                    value=None,
+                )
+            x = np.hstack([x, geometry_columns(x, geometry)])
         weights = np.ones(x.shape[0]) if counts is None else counts
         compute, other = _opsum(self.booster, x, weights, threads)
         update = _update_s(self.updates, optimizer, threads, parameters)
@@ -352,7 +487,33 @@ class OpCostModel:
 
     @classmethod
     def load(cls, folder: Path) -> OpCostModel:
+        """The model saved in ``folder``; one whose feature version or columns this code
+        does not compute (or whose geometry version differs) is refused."""
         body = json.loads((folder / "opcost.json").read_text())
+        meta = body.get("meta", {})
+        version = meta.get("feature_version", 1)
+        known = FEATURE_SETS.get(version) if isinstance(version, int) else None
+        if known is None:
+            raise InvalidInputError(
+                f"{folder / 'opcost.json'}: feature version {version!r}, this code reads "
+                f"versions {sorted(FEATURE_SETS)}",
+                field="feature_version",
+                value=version,
+            )
+        if "features" in meta and list(meta["features"]) != list(known):
+            raise InvalidInputError(
+                f"{folder / 'opcost.json'}: feature columns {meta['features']} are not "
+                f"version {version}'s {list(known)}",
+                field="features",
+                value=meta["features"],
+            )
+        if version >= 2 and meta.get("geometry_version") != GEOMETRY_VERSION:
+            raise InvalidInputError(
+                f"{folder / 'opcost.json'}: fitted on operator geometry version "
+                f"{meta.get('geometry_version')!r}, this code computes {GEOMETRY_VERSION}",
+                field="geometry_version",
+                value=meta.get("geometry_version"),
+            )
         booster = xgb.Booster()
         booster.load_model(str(folder / "opcost.ubj"))
         booster.set_param({"nthread": 1})
@@ -390,6 +551,7 @@ def fit_opcost(
     extra: Mapping[str, Mapping[str, Any]] | None = None,
     calibrate_on_probes: bool = True,
     step_loss: str = "relative",
+    geometry: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> OpCostModel:
     """Fit the model on an ``opsweep`` file's items, validated by leaving groups out.
 
@@ -400,18 +562,20 @@ def fit_opcost(
     its steps from the step law) and its steps predicted: with ``calibrate_on_probes``
     the p10/p90 ratios come from those new-family residuals and the zoo folds' together,
     else from the zoo folds' alone. ``validation["all"]`` scores the zoo folds only.
+    ``geometry`` (item id -> ``opsweep --geometry`` line, every timed item) fits the
+    booster on the operators' geometry too (feature version 2), else version 1.
     """
-    steps = step_items(items, truth, extra)
+    steps = step_items(items, truth, extra, geometry)
     updates = _fit_updates(items)
     present = [tuple(g) for g in groups if any(s.family in g for s in steps)]
     # 1. out-of-group operator sums: each group's steps from a booster that never saw it
     opsums: list[tuple[float, float]] = [(0.0, 0.0)] * len(steps)
-    full = _fit_ops(items, set(), rounds)
+    full = _fit_ops(items, set(), rounds, geometry)
     for i, s in enumerate(steps):
         if s.probe:
             opsums[i] = _opsum(full, s.x, s.counts, s.threads)
     for group in present:
-        booster = _fit_ops(items, set(group), rounds)
+        booster = _fit_ops(items, set(group), rounds, geometry)
         for i, s in enumerate(steps):
             if s.family in group:
                 opsums[i] = _opsum(booster, s.x, s.counts, s.threads)
@@ -447,7 +611,7 @@ def fit_opcost(
     probe_held: list[tuple[int, float]] = []
     unfitted: set[str] = set()
     for family in sorted({s.family for s in steps if s.probe}):
-        booster = _fit_ops(items, {family}, rounds)
+        booster = _fit_ops(items, {family}, rounds, geometry)
         for t in thread_counts:
             train = [i for i, s in enumerate(steps) if s.threads == t and s.family != family]
             test = [i for i, s in enumerate(steps) if s.threads == t and s.family == family]
@@ -520,7 +684,8 @@ def fit_opcost(
         for t in thread_counts
     }
     booster = full
-    x, _, _ = _op_training(items, set())
+    x, _, _ = _op_training(items, set(), geometry)
+    version = 2 if geometry is not None else 1
     meta: dict[str, Any] = {
         "validation_method": "leave one zoo family group out (operators and step coefficients)",
         "calibration": (
@@ -541,7 +706,9 @@ def fit_opcost(
         "step_rows": sum(not s.probe for s in steps),
         "probe_step_rows": sum(s.probe for s in steps),
         "operator_rows": int(x.shape[0]),
-        "features": [*NODE_FEATURES, "threads"],
+        "feature_version": version,
+        "features": list(FEATURE_SETS[version]),
+        **({"geometry_version": GEOMETRY_VERSION} if version >= 2 else {}),
         "provenance": dict(provenance or {}),
     }
     return OpCostModel(booster, step, updates, q10, q90, meta)

@@ -524,6 +524,8 @@ def _opcost_answer(
         return None  # timed on another vector ISA: its operators' times do not hold here
     if option.spec.threads not in opcost.threads:
         return None
+    if opcost.needs_geometry and data.geometry is None:
+        return None  # a graph stored without its operators' geometry
     rnn_ops, rnn_calls = data.rnn_counts
     p10, p50, p90 = opcost.predict_s(
         data.x.astype(float),
@@ -533,6 +535,7 @@ def _opcost_answer(
         parameters=int(data.summary.get("parameters", 0.0)),
         rnn_ops=rnn_ops,
         rnn_calls=rnn_calls,
+        geometry=data.geometry,
     )
     scores = heldout["opcost"]
     zoo = opcost.meta.get("validation", {}).get("all", {})
