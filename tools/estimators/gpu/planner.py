@@ -17,13 +17,16 @@ beats the fallback's.
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import Interval, ResourceEstimate
 from knowledge_base.workload import DNNTraining, Optimizer, Precision
-from tools.estimators.gpu.promoted import ServingCorrection, gpu_step
+from tools.estimators.gpu.promoted import CorrectedStep, ServingCorrection, gpu_step
+from tools.estimators.gpu.specs import GpuSpec
 from tools.estimators.gpu_memory.planner import far_above_capacity, ratio_band
+from tools.lru import BoundedLru
 from tools.planning import hardware
 from tools.planning.analytic import (
     STARTUP_LOW_S,
@@ -34,9 +37,43 @@ from tools.planning.analytic import (
 from tools.planning.builder import gpu_memory_bound
 from tools.planning.estimation import Candidate, NoEstimate, Workload
 
-__all__ = ["GpuOpCostEstimator"]
+if TYPE_CHECKING:  # torch loads with the traces, on first use
+    from tools.estimators.gpu.workload_trace import StepKey
+
+__all__ = ["GpuOpCostEstimator", "clear_step_cache", "step_cache_info"]
 
 _LABEL = "per-operator GPU model (specs only; end-to-end leave-one-GPU-out validated)"
+
+
+@dataclass(frozen=True, slots=True)
+class _StepCacheKey:
+    """What one step's per-operator estimate depends on (the epochs, samples, partition
+    and node count do not, beyond the link speed): a what-if asks the same key for every
+    partition with that GPU, and the MCP server again for every request about the model."""
+
+    model: str  # the per-operator model's id
+    step: StepKey  # the traced step: zoo parameters or the model file's content
+    per_device_batch: int
+    optimizer: str
+    spec: GpuSpec
+    gpus: int
+    link_gbs: float
+    gpu_model: str  # the catalog's name: the correction's factor is per GPU model
+    correction_id: str | None
+
+
+_STEPS: BoundedLru[_StepCacheKey, CorrectedStep] = BoundedLru(4096)
+"""Bounded: a CorrectedStep is a few hundred bytes; 4,096 covers every GPU option of
+dozens of models and batch sizes."""
+
+
+def step_cache_info() -> tuple[int, int]:
+    """(hits, misses) of the per-process step cache."""
+    return _STEPS.hits, _STEPS.misses
+
+
+def clear_step_cache() -> None:
+    _STEPS.clear()
 
 
 class GpuOpCostEstimator:
@@ -63,6 +100,50 @@ class GpuOpCostEstimator:
 
             self._model = load_step_model()
         return self._model
+
+    def _step(
+        self,
+        workload: DNNTraining,
+        per_device: int,
+        spec: GpuSpec,
+        gpus: int,
+        link_gbs: float,
+        gpu_model: str,
+    ) -> CorrectedStep:
+        """One step by the per-operator model, kept per process (``_STEPS``) under what
+        decides it; InvalidInputError when the model does not trace."""
+        from tools.estimators.gpu.workload_trace import kernels_at, step_key
+
+        model = self._step_model()
+        optimizer = "sgd" if workload.optimizer is Optimizer.SGD else "adam"  # AdamW: Adam's
+        correction = self.correction
+        key = _StepCacheKey(
+            model=model.estimator_id,
+            step=step_key(workload),
+            per_device_batch=per_device,
+            optimizer=optimizer,
+            spec=spec,
+            gpus=gpus,
+            link_gbs=link_gbs,
+            gpu_model=gpu_model,
+            correction_id=correction.record_id if correction is not None else None,
+        )
+
+        def make() -> CorrectedStep:
+            kernels, parameters = kernels_at(workload, per_device)
+            return gpu_step(
+                model,
+                kernels,
+                spec,
+                parameters=parameters,
+                optimizer=optimizer,
+                gpus=gpus,
+                link_gbs=link_gbs,
+                correction=correction,
+                gpu_model=gpu_model,
+            )
+
+        return _STEPS.get(key, make)
 
     def estimate(self, workload: Workload, candidate: Candidate) -> ResourceEstimate | NoEstimate:
         if not isinstance(workload, DNNTraining):
@@ -92,27 +173,14 @@ class GpuOpCostEstimator:
         except InvalidInputError as exc:
             return NoEstimate(f"gpu-opcost: {exc}")
         batch = candidate.batch_size or workload.batch_sizes[0]
-        per_device = math.ceil(batch / candidate.gpus)
-        from tools.estimators.gpu.workload_trace import kernels_at
-
-        try:
-            kernels, parameters = kernels_at(workload, per_device)
-        except InvalidInputError as exc:
-            return NoEstimate(f"gpu-opcost: the model does not trace: {exc}")
         link_gbs = hardware.gpu_link_gbs(gpu)
         if candidate.nodes > 1:
             link_gbs = min(link_gbs, hardware.INTER_NODE_GBS)
-        step = gpu_step(
-            self._step_model(),
-            kernels,
-            spec,
-            parameters=parameters,
-            optimizer="sgd" if workload.optimizer is Optimizer.SGD else "adam",  # AdamW: Adam's
-            gpus=candidate.gpus,
-            link_gbs=link_gbs,
-            correction=self.correction,
-            gpu_model=gpu.model,
-        )
+        try:
+            step = self._step(workload, math.ceil(batch / candidate.gpus), spec, candidate.gpus,
+                              link_gbs, gpu.model)  # fmt: skip
+        except InvalidInputError as exc:
+            return NoEstimate(f"gpu-opcost: the model does not trace: {exc}")
         steps = workload.epochs * math.ceil(workload.dataset_samples / batch)
         step_s = step.step_s
         label = f"{_LABEL}; {self.reason}" if self.reason else _LABEL

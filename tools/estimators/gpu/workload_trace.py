@@ -20,12 +20,10 @@ import json
 import logging
 import math
 import os
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from knowledge_base.catalog import GPUSpec
 from knowledge_base.errors import InvalidInputError
@@ -33,6 +31,7 @@ from knowledge_base.records import GpuMemoryPeak
 from knowledge_base.workload import DNNTraining, Optimizer, Precision
 from tools.estimators.gpu.ops import GpuKernels
 from tools.estimators.gpu_memory.context import gpu_generation
+from tools.lru import BoundedLru
 from tools.profiling.zoo.registry import TrainingTask
 
 __all__ = [
@@ -54,38 +53,6 @@ log = logging.getLogger(__name__)
 
 KERNEL_BATCHES = (8, 16)
 _MIB = float(1 << 20)
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-
-
-class _Lru(Generic[K, V]):
-    """A bounded least-recently-used map, safe across the threads planning runs in."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._items: OrderedDict[K, V] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = self.misses = 0
-
-    def get(self, key: K, make: Callable[[], V]) -> V:
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                self.hits += 1
-                return self._items[key]
-            self.misses += 1
-        value = make()  # outside the lock: a trace takes seconds
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return value
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self.hits = self.misses = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,8 +147,10 @@ _PRECISIONS = {
     Precision.BF16: "amp_bf16",
 }
 
-_TRACES: _Lru[tuple[StepKey, str, str], object] = _Lru(16)
-_PEAKS: _Lru[tuple[StepKey, str, str, int, bool, float | None, str], GpuMemoryPeak] = _Lru(2048)
+_TRACES: BoundedLru[tuple[StepKey, str, str], object] = BoundedLru(16)
+_PEAKS: BoundedLru[tuple[StepKey, str, str, int, bool, float | None, str], GpuMemoryPeak] = (
+    BoundedLru(2048)
+)
 
 
 def _steps(workload: DNNTraining, optimizer: str, precision: str) -> object:
@@ -497,8 +466,8 @@ def _kernels_store(key: StepKey, found: _AffineKernels) -> None:
     _write_json(_kernels_path(key), document, "GPU kernel trace")
 
 
-_KERNELS: _Lru[StepKey, object] = _Lru(16)
-_KERNELS_AT: _Lru[tuple[StepKey, int], tuple[GpuKernels, int]] = _Lru(256)
+_KERNELS: BoundedLru[StepKey, object] = BoundedLru(16)
+_KERNELS_AT: BoundedLru[tuple[StepKey, int], tuple[GpuKernels, int]] = BoundedLru(256)
 
 
 def kernels_at(workload: DNNTraining, batch: int) -> tuple[GpuKernels, int]:
