@@ -19,14 +19,15 @@ traced once per model and kept per process, ``tools.estimators.gpu.workload_trac
 and, when the per-operator time model is not used, why not.
 
 What is expensive is kept between requests: a system's history estimator (a full
-XGBoost training on up to ``history_jobs`` jobs) and the loaded promoted model. Each
-request checks, cheaply, whether the knowledge base has new data: the number of the
+XGBoost training on up to ``history_jobs`` jobs) and the loaded promoted models. Each
+request checks, cheaply, whether the knowledge base has new history: the number of the
 system's jobs (``KnowledgeBase.count_jobs``, one indexed count), retraining once it has
 moved by ``history_retrain_growth`` of what the model trained on (any history import
-counts, whatever its jobs' dates), and the promoted record's id. The promoted per-GPU
-correction of the per-operator time model has one owner, ``gpu_correction``
-(``tools.estimators.gpu.promoted.PromotedGpuCorrection``, also asked by ``rightsize
-estimate --gpu``): the registry is read on the first DNN request, after a promotion event
+counts, whatever its jobs' dates). The registry's promoted models follow one rule
+(``tools.estimators.promoted_record.PromotedRecord``): the promoted runtime estimator
+(``promoted_record``) and the promoted per-GPU correction of the per-operator time model
+(``gpu_correction``, ``tools.estimators.gpu.promoted.PromotedGpuCorrection``, also asked
+by ``rightsize estimate --gpu``) are read on the first request, after a promotion event
 (``forget_promoted``) and at most once a minute otherwise, not on every request.
 """
 
@@ -46,6 +47,7 @@ from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import EstimatorRecord, ProfileStatus
 from knowledge_base.store import JobQuery, KnowledgeBase
 from knowledge_base.workload import DNNTraining, GenericJob, WorkloadSpec
+from tools.estimators.promoted_record import PromotedRecord
 from tools.planning.estimation import Estimator
 from tools.planning.profiled import PROFILE_FAMILY, ProfiledWorkloadEstimator
 from tools.planning.whatif import default_estimators
@@ -114,9 +116,11 @@ class EstimatorChain:
         self.promoted_loader = promoted
         self._history: dict[str, _TrainedHistory] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        self._promoted: tuple[str, PromotedEstimator] | None = None
-        self._promoted_failed: str | None = None
-        self._promoted_problem: str | None = None  # why the promoted one is not serving
+        # The registry's promoted runtime model: read on the first request, after a
+        # promotion event (``forget_promoted``) and at most once a minute otherwise.
+        self.promoted_record: PromotedRecord[PromotedEstimator] = PromotedRecord(
+            RUNTIME_TARGET, self._load_promoted, describe=_cannot_load
+        )
         self.trainings = 0  # history trainings so far (what the cache saves shows here)
         self._gpu_choice: OpCostChoice | None = None
         from tools.estimators.gpu.promoted import PromotedGpuCorrection
@@ -202,35 +206,19 @@ class EstimatorChain:
         return [ProfiledWorkloadEstimator(workload.model, tuple(profiles))] if profiles else []
 
     async def promoted(self) -> PromotedEstimator | None:
-        """The promoted runtime estimator, reloaded when the registry promotes another."""
+        """The promoted runtime estimator, loaded once per promotion (see the module)."""
         if self.promoted_loader is None:
             return None
-        record = await self.kb.promoted_estimator(RUNTIME_TARGET)
-        if record is None:
-            self._promoted = None
-            self._promoted_problem = None
-            return None
-        if self._promoted is not None and self._promoted[0] == record.id:
-            return self._promoted[1]
-        if self._promoted_failed == record.id:
-            return None  # said once; the next promotion is tried afresh
-        try:
-            loaded = self.promoted_loader(record)
-        except (OSError, ValueError) as exc:
-            self._promoted_problem = (
-                f"promoted estimator {record.id} cannot be loaded ({type(exc).__name__}: "
-                f"{exc}); estimates come from the estimators after it"
-            )
-            log.warning("%s", self._promoted_problem)
-            self._promoted, self._promoted_failed = None, record.id
-            return None
-        self._promoted = (record.id, loaded)
-        self._promoted_problem = None
-        return loaded
+        return await self.promoted_record.current(self.kb)
+
+    def _load_promoted(self, record: EstimatorRecord) -> PromotedEstimator:
+        assert self.promoted_loader is not None  # asked only through ``promoted``
+        return self.promoted_loader(record)
 
     def unavailable(self) -> list[str]:
         """Why estimators that should be in the chain are not (for the answer's readers)."""
-        found = [self._promoted_problem] if self._promoted_problem else []
+        problem = self.promoted_record.problem if self.promoted_loader is not None else None
+        found = [problem] if problem else []
         if self.gpu_correction.problem:
             found.append(f"promoted GPU correction not used: {self.gpu_correction.problem}")
         if self._gpu_choice is not None and not self._gpu_choice.use:
@@ -240,9 +228,7 @@ class EstimatorChain:
     def forget_promoted(self) -> None:
         """Drop the loaded promoted model and look at the registry's promoted GPU
         correction on the next request (a promotion event arrived)."""
-        self._promoted = None
-        self._promoted_failed = None
-        self._promoted_problem = None
+        self.promoted_record.invalidate()
         self.gpu_correction.invalidate()
 
     def _hardware_estimators(self, spec: WorkloadSpec) -> list[Estimator]:
@@ -300,6 +286,13 @@ class EstimatorChain:
             self._history[system] = _TrainedHistory(jobs, estimator)
             log.info("history estimator for %s trained on %d jobs", system, len(records))
             return estimator
+
+
+def _cannot_load(record: EstimatorRecord, exc: Exception) -> str:
+    return (
+        f"promoted estimator {record.id} cannot be loaded ({type(exc).__name__}: {exc}); "
+        "estimates come from the estimators after it"
+    )
 
 
 def _is_opcost(estimator: Estimator) -> bool:

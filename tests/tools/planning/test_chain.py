@@ -145,33 +145,62 @@ class _Promoted:
         return NoEstimate("a stand-in")
 
 
-async def test_the_promoted_estimator_is_loaded_once_and_again_when_another_is_promoted(
-    sqlite_kb: SQLiteKnowledgeBase, catalog: Catalog
+async def _promote(kb: SQLiteKnowledgeBase, estimator_id: str) -> None:
+    await kb.put_estimator(
+        EstimatorRecord(
+            id=estimator_id, kind="history", target=RUNTIME_TARGET,
+            status=EstimatorStatus.CANDIDATE,
+        )
+    )  # fmt: skip
+    await kb.promote_estimator(estimator_id)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now_s = 1000.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+async def test_the_promoted_estimator_is_read_once_and_again_after_a_promotion_event(
+    sqlite_kb: SQLiteKnowledgeBase, catalog: Catalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     loaded: list[str] = []
+    reads: list[str] = []
+    real = sqlite_kb.promoted_estimator
+
+    async def counted(target: str) -> EstimatorRecord | None:
+        if target == RUNTIME_TARGET:
+            reads.append(target)
+        return await real(target)
+
+    monkeypatch.setattr(sqlite_kb, "promoted_estimator", counted)
 
     def load(record: EstimatorRecord) -> _Promoted:
         loaded.append(record.id)
         return _Promoted(record)
 
-    async def promote(estimator_id: str) -> None:
-        await sqlite_kb.put_estimator(
-            EstimatorRecord(
-                id=estimator_id,
-                kind="history",
-                target=RUNTIME_TARGET,
-                status=EstimatorStatus.CANDIDATE,
-            )
-        )
-        await sqlite_kb.promote_estimator(estimator_id)
-
+    clock = _Clock()
     chain = EstimatorChain(sqlite_kb, promoted=load)
-    assert (await chain.estimators(GENERIC, catalog))[0].estimator_id != "reg-1"
-    await promote("reg-1")
-    for _ in range(2):
+    chain.promoted_record.clock = clock
+    await _promote(sqlite_kb, "reg-1")
+    for _ in range(25):
         first = (await chain.estimators(GENERIC, catalog))[0]
         assert first.estimator_id == "reg-1"
-    assert loaded == ["reg-1"]
-    await promote("reg-2")
+    assert loaded == ["reg-1"] and len(reads) == 1  # was one read per request
+
+    # Model Promotion promotes another; the agent hears estimator.promoted on the bus
+    await _promote(sqlite_kb, "reg-2")
+    chain.forget_promoted()
+    for _ in range(5):
+        assert (await chain.estimators(GENERIC, catalog))[0].estimator_id == "reg-2"
+    assert loaded == ["reg-1", "reg-2"] and len(reads) == 2
+
+    # a process that does not hear the bus serves the next one within recheck_s
+    await _promote(sqlite_kb, "reg-3")
+    clock.now_s += 59
     assert (await chain.estimators(GENERIC, catalog))[0].estimator_id == "reg-2"
-    assert loaded == ["reg-1", "reg-2"]
+    clock.now_s += 2
+    assert (await chain.estimators(GENERIC, catalog))[0].estimator_id == "reg-3"
+    assert loaded == ["reg-1", "reg-2", "reg-3"] and len(reads) == 3

@@ -8,12 +8,14 @@ the per-operator model that serves); Model Promotion asks it for the incumbent, 
 ``PromotedGpuCorrection`` for the planner's chain and ``rightsize estimate --gpu``.
 
 ``PromotedGpuCorrection`` keeps the loaded correction keyed by the promoted record's id,
-one per estimator chain (so one per knowledge base and process). It reads the registry
-on the first request, then only when told another correction was promoted
-(``invalidate``: the Resource Estimation agent hears ``estimator.promoted`` on the bus)
-or when ``recheck_s`` has passed since its last read (a process that does not hear the
-bus, such as a second CLI or an MCP server beside the agents); a read that finds the same
-id keeps the loaded artifact. So N requests cost O(1) registry reads, not N.
+one per estimator chain (so one per knowledge base and process), by the registry's one
+rule (``tools.estimators.promoted_record.PromotedRecord``, which the chain's promoted
+runtime estimator follows too): it reads the registry on the first request, then only
+when told another correction was promoted (``invalidate``: the Resource Estimation agent
+hears ``estimator.promoted`` on the bus) or when ``recheck_s`` has passed since its last
+read (a process that does not hear the bus, such as a second CLI or an MCP server beside
+the agents); a read that finds the same id keeps the loaded artifact. So N requests cost
+O(1) registry reads, not N.
 
 ``gpu_step`` prices a traced step on a GPU with the per-operator model and applies the
 serving correction (its factor for that GPU model, the pooled factor for a GPU the center
@@ -23,7 +25,6 @@ it rests on) for the answer's readers.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +33,6 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import EstimatorRecord
 from knowledge_base.store import KnowledgeBase
 from tools.estimators.gpu.correction import (
@@ -40,6 +40,7 @@ from tools.estimators.gpu.correction import (
     GpuStepCorrection,
     load_correction,
 )
+from tools.estimators.promoted_record import RECHECK_S, PromotedRecord
 
 if TYPE_CHECKING:  # torch loads with the kernels; these are only types here
     from tools.estimators.gpu.estimator import GpuStepModel, Quantiles
@@ -56,11 +57,6 @@ __all__ = [
     "gpu_step",
     "read_promoted_correction",
 ]
-
-log = logging.getLogger(__name__)
-
-RECHECK_S = 60.0
-"""Longest a process serves a correction without looking at the registry again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +141,13 @@ def _serving(
     return ServingCorrection(record.id, correction, heldout), f"correction {record.id}"
 
 
+class _NotServed(ValueError):
+    """The promoted correction does not serve (its words say why)."""
+
+
 class PromotedGpuCorrection:
-    """The process's serving GPU correction for one knowledge base (see the module)."""
+    """The process's serving GPU correction for one knowledge base (see the module): the
+    registry's rule (``PromotedRecord``) with the correction's loader."""
 
     def __init__(
         self,
@@ -155,43 +156,40 @@ class PromotedGpuCorrection:
         clock: Callable[[], float] = time.monotonic,
         base_estimator: Callable[[], str] = base_estimator_id,
     ) -> None:
-        if recheck_s < 0:
-            raise InvalidInputError("must not be negative", field="recheck_s", value=recheck_s)
-        self.recheck_s = recheck_s
-        self._clock = clock
         self._base_estimator = base_estimator
-        self._read_at: float | None = None  # None: read on the next request
-        self._record_id: str | None = None  # the promoted id last read
-        self._serving: ServingCorrection | None = None
-        self.problem: str | None = None  # why the promoted one is not serving
-        self.registry_reads = 0
+        self._record: PromotedRecord[ServingCorrection] = PromotedRecord(
+            GPU_CORRECTION_TARGET, self._load, recheck_s=recheck_s, clock=clock
+        )
+
+    def _load(self, record: EstimatorRecord) -> ServingCorrection:
+        try:
+            serving, words = _serving(record, self._base_estimator())
+        except (OSError, ValueError) as exc:  # the model file itself cannot be read
+            raise _NotServed(f"the per-operator GPU model cannot be read: {exc}") from exc
+        if serving is None:
+            raise _NotServed(words)
+        return serving
+
+    @property
+    def recheck_s(self) -> float:
+        return self._record.recheck_s
+
+    @property
+    def problem(self) -> str | None:
+        """Why the promoted correction is not serving (None: it serves, or none is)."""
+        return self._record.problem
+
+    @property
+    def registry_reads(self) -> int:
+        return self._record.registry_reads
 
     def invalidate(self) -> None:
         """Another correction may have been promoted: read the registry on next use."""
-        self._read_at = None
+        self._record.invalidate()
 
     async def current(self, kb: KnowledgeBase) -> ServingCorrection | None:
         """The serving correction; reads the registry only when due (see the module)."""
-        now = self._clock()
-        if self._read_at is not None and now - self._read_at < self.recheck_s:
-            return self._serving
-        self._read_at = now
-        self.registry_reads += 1
-        record = await kb.promoted_estimator(GPU_CORRECTION_TARGET)
-        if record is not None and record.id == self._record_id:
-            return self._serving  # the same promotion: keep what was loaded (or refused)
-        serving, words = None, ""
-        if record is not None:
-            try:
-                serving, words = _serving(record, self._base_estimator())
-            except (OSError, ValueError) as exc:  # the model file itself cannot be read
-                words = f"the per-operator GPU model cannot be read: {exc}"
-            if serving is None:
-                log.warning("GPU correction %s not served: %s", record.id, words)
-        self._record_id = record.id if record is not None else None
-        self._serving = serving
-        self.problem = words if record is not None and serving is None else None
-        return serving
+        return await self._record.current(kb)
 
 
 def gpu_step(
