@@ -8,11 +8,12 @@ SLURM in ``tests/e2e/test_cascade.py``.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -28,6 +29,7 @@ from tests.cluster import TEST_SYSTEM
 from tools.actuators.model import JobRequest, SimulatedWork
 from tools.actuators.simulated import ManualClock, SimulatedCluster
 
+P = TypeVar("P", bound=Payload)
 FAST = RunnerSettings(poll_timeout_s=0.02, flush_interval_s=0.0, backoff_initial_s=0.01)
 
 
@@ -117,6 +119,21 @@ class Recorder:
     async def of(self, kind: type[Payload]) -> list[Any]:
         await self.drain()
         return [e.payload for e in self.events if isinstance(e.payload, kind)]
+
+    async def first(self, kind: type[P], *, guard_s: float = 240.0) -> P:
+        """The first event of ``kind``, as soon as it is published (the consumer's poll
+        wakes on a record): no bound on how slow the machine may be; ``guard_s`` only
+        turns a hang into a failure, under pytest's own timeout."""
+        deadline = time.monotonic() + guard_s
+        while True:
+            for event in self.events:
+                if isinstance(event.payload, kind):
+                    return event.payload
+            left = deadline - time.monotonic()
+            if left <= 0:
+                pytest.fail(f"no {kind.__name__} in {guard_s:.0f} s")
+            records = await self.consumer.poll(max_records=1000, timeout_s=left)
+            self.events.extend(decode_event(r.value) for r in records)
 
 
 class MiniCenter:
