@@ -260,7 +260,10 @@ Baseline = Literal["SJF", "F1", "FCFS"]
 
 
 class PPOSettings(BaseModel):
-    """Training settings; the defaults are the experiment's (docs/synthetic.md)."""
+    """Training settings; the defaults are the random start's (docs/synthetic.md).
+
+    ``rl_experiment`` starts from SJF instead (``imitate="SJF"``, ``epochs=20``).
+    """
 
     model_config = ConfigDict(extra="forbid")
 

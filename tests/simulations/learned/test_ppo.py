@@ -162,6 +162,16 @@ def test_the_experiment_names_a_bad_source(capsys: pytest.CaptureFixture[str]) -
     assert "--sources" in capsys.readouterr().err
 
 
+def test_the_experiment_starts_from_sjf_unless_told_otherwise() -> None:
+    parser = rl_experiment._parser()
+    default = rl_experiment._ppo_settings(parser.parse_args([]), parser)
+    assert (default.imitate, default.epochs) == ("SJF", 20)
+    random = rl_experiment._ppo_settings(
+        parser.parse_args(["--imitate", "none", "--ppo-epochs", "40"]), parser
+    )
+    assert (random.imitate, random.epochs) == (None, 40)
+
+
 def test_the_experiment_names_a_bad_training_setting(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         rl_experiment.main(["--updates", "0"])
