@@ -40,6 +40,7 @@ from tools.estimators.dnn.dataset import (
 from tools.estimators.dnn.features import FeatureInput
 from tools.estimators.dnn.opcost import OpCostModel, default_model_dir
 from tools.estimators.dnn.usermodel import UserModel
+from tools.estimators.gpu_memory.context import context_for
 from tools.planning.analytic import STARTUP_LOW_S, STARTUP_POINT_S, STARTUP_S
 from tools.profiling.analytic import (
     HardwareSpec,
@@ -70,7 +71,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ANALYTIC_OPGRAPH_ID = "analytic-opgraph"
-CUDA_CONTEXT_MB = 1024.0  # as tools.planning.analytic assumes
 # Spreads of the untrained analytic op-graph estimate, as the planner's fallback uses.
 _CPU_TIME_SPREAD = (0.4, 2.5)
 _GPU_TIME_SPREAD = (0.5, 2.0)
@@ -249,6 +249,10 @@ class HardwareOption(BaseModel):
     cpu_model: str = ""
     cpu_isa: str = Field(default="", description="vector ISA (avx512, avx2...); '' unknown")
     capacity_mb: float | None = Field(default=None, description="Memory that must hold it")
+    gpu_model: str = Field(
+        default="",
+        description="The catalog's GPU model ('' for CPUs): its generation's CUDA context",
+    )
     local: bool = False
 
 
@@ -311,7 +315,11 @@ def hardware_options(
                 spec = gpu_spec(node.gpu)
                 if spec is not None:
                     capacity = float(node.gpu.memory_mb) if node.gpu.memory_mb else None
-                    options.append(HardwareOption(name=where, spec=spec, capacity_mb=capacity))
+                    options.append(
+                        HardwareOption(
+                            name=where, spec=spec, capacity_mb=capacity, gpu_model=node.gpu.model
+                        )
+                    )
             elif not partition.gpus_per_node:
                 cores = min(
                     node.cores or partition.max_cores_per_node, partition.max_cores_per_node
@@ -480,7 +488,10 @@ def estimate(
                 memory_mb = analytic_memory_mb(summary, optimizer)
                 gpu = option.spec.kind == "gpu"
                 iteration = _spread(time_s, _GPU_TIME_SPREAD if gpu else _CPU_TIME_SPREAD)
-                memory = _spread(memory_mb + (CUDA_CONTEXT_MB if gpu else 0.0), _MEMORY_SPREAD)
+                # The CUDA context the planner's analytic model and the white-box peak
+                # assume for this GPU's generation (unknown: the largest).
+                context_mb = context_for(option.gpu_model) if gpu else 0.0
+                memory = _spread(memory_mb + context_mb, _MEMORY_SPREAD)
                 estimator = ANALYTIC_OPGRAPH_ID
                 note = "analytic op-graph model (untrained for this hardware): wide interval"
                 validation_mape = None
