@@ -35,7 +35,7 @@ from datetime import datetime
 from knowledge_base.catalog import Catalog
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.workload import Goals, Objective, WorkloadSpec
-from tools.planning.analytic import ANALYTIC_ID
+from tools.planning.analytic import ANALYTIC_ID, ANALYTIC_LABEL
 from tools.planning.builder import BuildContext, PlanningConfig
 from tools.planning.causes import shared_causes
 from tools.planning.cost import USD, DollarRates, normalize_unit
@@ -282,15 +282,12 @@ def rank(plans: Sequence[PlannedOption], objective: Objective) -> list[PlannedOp
 
 def _notes(plans: Sequence[PlannedOption], objective: Objective) -> list[str]:
     notes = []
+    analytic = [p for p in plans if p.estimate.estimator_id == ANALYTIC_ID]
+    if analytic:
+        notes.append(_analytic_note(plans, analytic))
     estimators = sorted({(p.estimate.estimator_id, p.estimate.label) for p in plans})
     for estimator_id, label in estimators:
-        if estimator_id == ANALYTIC_ID:
-            notes.append(
-                f"estimates from the {label}: wide intervals; on Gavel's measured GPUs the "
-                f"model is off by {GAVEL_FIT_LOGO_MAPE:.0%} (MAPE, leaving one GPU out), and "
-                f"its CPU efficiency ({CPU_EFFICIENCY:.0%} of peak) is an assumption"
-            )
-        elif estimator_id == GUESS_ID:
+        if estimator_id == GUESS_ID:
             notes.append(
                 f"estimates from the {label}: no history estimator is trained for these "
                 "systems, so the same guess stands on every system"
@@ -332,6 +329,36 @@ def _notes(plans: Sequence[PlannedOption], objective: Objective) -> list[str]:
     if any(p.cost is None for p in plans):
         notes.append("some partitions publish no charge rate: their cost is shown as unknown")
     return notes
+
+
+def _analytic_note(plans: Sequence[PlannedOption], analytic: Sequence[PlannedOption]) -> str:
+    """Which options the analytic fallback estimated, and what its error rests on for
+    them: Gavel's GPUs for GPU options, an assumed efficiency for CPU ones; the others'
+    estimators named (a GPU option answered by the per-operator model is not off by the
+    fallback's 28%)."""
+    cpu = sum(1 for p in analytic if not p.option.gpus_per_node)
+    gpu = len(analytic) - cpu
+    kinds = [f"{n} {kind}" for n, kind in ((cpu, "CPU-only"), (gpu, "GPU")) if n]
+    which = (
+        f"all {len(plans)} options ({' and '.join(kinds)})"
+        if len(analytic) == len(plans)
+        else f"{' and '.join(kinds)} options (of {len(plans)})"
+    )
+    caveats = []
+    if gpu:
+        caveats.append(
+            f"on Gavel's measured GPUs the model is off by {GAVEL_FIT_LOGO_MAPE:.0%} (MAPE, "
+            "leaving one GPU out)"
+        )
+    if cpu:
+        caveats.append(f"its CPU efficiency ({CPU_EFFICIENCY:.0%} of peak) is an assumption")
+    note = f"estimates of {which} from the {ANALYTIC_LABEL}: wide intervals; " + (
+        ", and ".join(caveats)
+    )
+    others = sorted({p.estimate.estimator_id for p in plans} - {ANALYTIC_ID})
+    if others:
+        note += f"; the other {len(plans) - len(analytic)} from {', '.join(others)}"
+    return note
 
 
 def _closest_first(infeasible: list[Infeasible]) -> list[Infeasible]:

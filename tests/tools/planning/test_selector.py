@@ -8,9 +8,12 @@ import pytest
 
 from knowledge_base.catalog import Catalog
 from knowledge_base.errors import InvalidInputError
+from knowledge_base.records import ResourceEstimate
 from knowledge_base.workload import Objective, WorkloadSpec
 from tests.tools.planning.conftest import spec_with
+from tools.planning.analytic import AnalyticDNNEstimator
 from tools.planning.cost import DollarRates
+from tools.planning.estimation import Candidate, NoEstimate, Workload
 from tools.planning.queue import QueueModel
 from tools.planning.selector import Selection, plan
 
@@ -122,3 +125,44 @@ def test_cheapest_never_compares_su_with_core_hours_without_dollars(
     )
     assert selection.recommended is not None and selection.recommended.cost is not None
     assert selection.recommended.cost.amount in (cheapest_su, cheapest_ch)
+
+
+class _GpuModel:
+    """Answers GPU options only (as the per-operator GPU model does), with the analytic
+    numbers under its own id: what is checked is the note, not the numbers."""
+
+    estimator_id = "gpu-model"
+
+    def estimate(self, workload: Workload, candidate: Candidate) -> ResourceEstimate | NoEstimate:
+        if not candidate.gpus_per_node:
+            return NoEstimate("not a GPU option")
+        answer = AnalyticDNNEstimator().estimate(workload, candidate)
+        if isinstance(answer, NoEstimate):
+            return answer
+        return answer.model_copy(update={"estimator_id": "gpu-model", "label": "a GPU model"})
+
+
+def test_the_analytic_note_says_which_options_it_estimated(
+    resnet_spec: WorkloadSpec, catalog: Catalog, snapshot_time: datetime
+) -> None:
+    """Before, the note said the fallback is off by 28% on Gavel's GPUs while every GPU
+    option came from another model."""
+    mixed = plan(
+        resnet_spec, catalog, now=snapshot_time, estimators=[_GpuModel(), AnalyticDNNEstimator()]
+    )
+    cpu = sum(1 for p in mixed.ranked if not p.option.gpus_per_node)
+    gpu = len(mixed.ranked) - cpu
+    assert cpu and gpu
+    [note] = [n for n in mixed.notes if "analytic fallback" in n]
+    assert note.startswith(f"estimates of {cpu} CPU-only options (of {len(mixed.ranked)}) from")
+    assert "Gavel" not in note and "CPU efficiency" in note
+    assert note.endswith(f"the other {gpu} from gpu-model")
+
+    alone = plan(resnet_spec, catalog, now=snapshot_time, estimators=[AnalyticDNNEstimator()])
+    [note] = [n for n in alone.notes if "analytic fallback" in n]
+    cpu = sum(1 for p in alone.ranked if not p.option.gpus_per_node)
+    everything = (
+        f"all {len(alone.ranked)} options ({cpu} CPU-only and {len(alone.ranked) - cpu} GPU)"
+    )
+    assert note.startswith(f"estimates of {everything} from the analytic fallback")
+    assert "Gavel" in note and "CPU efficiency" in note and "the other" not in note
