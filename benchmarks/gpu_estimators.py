@@ -1,7 +1,7 @@
 """Leave-one-GPU-out benchmark of the per-operator GPU estimator (issue #16).
 
     nice -n 10 .venv/bin/python benchmarks/gpu_estimators.py [--json OUT] [--traced-cache PKL]
-        [--in-model]
+        [--in-model] [--spec-features CLASSES] [--family-out]
 
 Every figure is for a GPU the model never saw: for each NeuSight training GPU (P4, P100,
 T4, V100, A100-40GB) the shape models (on the kernels) and the level line (on the
@@ -11,9 +11,11 @@ end-to-end runs) are refitted without it, and it is predicted:
 2. end to end, NeuSight's whole-model runs on it (``train``: forward + backward;
    ``inf``: forward);
 
-(with ``--in-model``, the shape trees also learn from the in-model node latencies of the
-other GPUs' runs, and each class's left-out in-model nodes are scored too; the training
-runs' forward and backward are compared apart, against ``fw_latency``/``bwall_latency``);
+(with ``--spec-features CLASSES``, those classes' shape trees also take the GPU-spec
+inputs, ``opcost.SPEC_INPUTS``; with ``--in-model``, the shape trees also learn from the
+in-model node latencies of the other GPUs' runs, and each class's left-out in-model
+nodes are scored too; the training runs' forward and backward are compared apart,
+against ``fw_latency``/``bwall_latency``);
 both beside the roofline (sum of the kernels' rooflines) and the analytic fallback
 (matrix FLOPs over peak x the Gavel-fitted efficiency, plus its per-step overhead; it
 gives memory-bound kernels no time). p10-p90 coverage: each GPU's interval from the other
@@ -50,6 +52,7 @@ from tools.estimators.gpu.trace import trace_training_step
 from tools.estimators.gpu.train import (
     interval_quantiles,
     load_training_rows,
+    spec_classes_arg,
     summary,
     traced_runs,
     validate,
@@ -120,14 +123,18 @@ def _row(label: str, name: str, s: dict[str, float], coverage: str = "-") -> str
     )
 
 
-def _gavel(data: Any, specs: dict[str, GpuSpec], traced: Any) -> list[dict[str, Any]]:
+def _gavel(
+    data: Any, specs: dict[str, GpuSpec], traced: Any, spec_classes: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
     """Gavel's CNN steps: V100 by the model that never saw V100 (NeuSight only), and by
     that model with its level refitted on Gavel's own K80 and P100 steps."""
     from tools.estimators.gpu.estimator import StepMeasurement
     from tools.estimators.gpu.train import fit_step_model
 
     runs = load_e2e_runs(default_neusight_root(), TRAINING_GPUS)
-    without_v100 = fit_step_model(data, runs, traced, specs, exclude="Tesla_V100-PCIE-32GB")
+    without_v100 = fit_step_model(
+        data, runs, traced, specs, exclude="Tesla_V100-PCIE-32GB", spec_classes=spec_classes
+    )
     cache: dict[tuple[str, int], tuple[GpuKernels, int]] = {}
     points = []
     for gpu, model_name, batch, step_s in gavel_points():
@@ -175,6 +182,14 @@ def main() -> int:
         help="shape trees also on the in-model node latencies (train.py --in-model)",
     )
     parser.add_argument(
+        "--spec-features",
+        type=spec_classes_arg,
+        default=(),
+        metavar="CLASSES",
+        help="those classes' shape trees also take the GPU-spec inputs (train.py "
+        "--spec-features; 'all' or comma-separated classes)",
+    )
+    parser.add_argument(
         "--family-out",
         action="store_true",
         help="also leave each run's model family out of the level (a few more minutes)",
@@ -188,7 +203,7 @@ def main() -> int:
     started = time.perf_counter()
     runs = load_e2e_runs(root, TRAINING_GPUS)
     traced = traced_runs(root, runs, args.traced_cache)
-    validation = validate(root, data, log=False, traced=traced)
+    validation = validate(root, data, log=False, traced=traced, spec_classes=args.spec_features)
     report["logo_seconds"] = time.perf_counter() - started
     figures = summary(validation)
     report["summary"] = figures
@@ -288,7 +303,7 @@ def main() -> int:
         )
 
     if args.family_out:
-        family_rows = validate_family_out(data, runs, traced, specs)
+        family_rows = validate_family_out(data, runs, traced, specs, args.spec_features)
         report["family_out"] = family_rows
         print("\n| left out: GPU and model family (level) | runs | ours MAPE | ours max APE |")
         print("|---|---|---|---|")
@@ -299,7 +314,7 @@ def main() -> int:
             s = _summary([(r["predicted_ms"], r["measured_ms"]) for r in subset])
             print(f"| {label} | {len(subset)} | {s['mape']:.1%} | {s['max_ape']:.1%} |")
 
-    gavel_rows = _gavel(data, specs, traced)
+    gavel_rows = _gavel(data, specs, traced, args.spec_features)
     print("\n## Gavel CNNs (ResNet-18/50, SGD step): V100 never seen")
     print(
         "| GPU | points | ours (NeuSight, no V100) | ours, level refitted on Gavel K80+P100 "

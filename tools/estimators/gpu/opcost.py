@@ -42,7 +42,7 @@ from tools.estimators.gpu.features import class_features
 from tools.estimators.gpu.kernels import KernelRows
 from tools.estimators.gpu.specs import GpuSpec
 
-__all__ = ["ClassModel", "fit_class", "spec_columns"]
+__all__ = ["SPEC_INPUTS", "ClassModel", "fit_class", "spec_columns", "spec_inputs"]
 
 Array = NDArray[np.float64]
 
@@ -68,6 +68,35 @@ MAX_ROWS = 6000
 IN_MODEL_WEIGHT = 0.5
 
 
+# GPU-spec inputs the trees may take (``fit_class(spec_features=True)``), computed from the
+# spec columns alone (never the GPU's name): NeuSight's idea that a kernel's utilization
+# depends on the GPU's resources, not only on its shape. The per-GPU mean is still taken
+# out of the target first, so these inputs can only learn how the shape effects vary
+# with the specs (a GEMM's tile/wave behaviour on more SMs, a board's cache), never a
+# GPU's whole-model level; without that (the trees learning the raw distance to the
+# roofline from the specs) leaving one GPU out erred 23.2% end to end (max 50.6%).
+SPEC_INPUTS: tuple[str, ...] = (
+    "log_sms",
+    "log_fp32_gflops",
+    "log_bandwidth_gbs",
+    "log_l2_mb",
+    "log_ridge",
+    "log_gflops_per_sm",
+)
+
+
+def spec_inputs(spec: dict[str, Array]) -> Array:
+    """The ``SPEC_INPUTS`` columns, one row per kernel, from the spec columns only."""
+    sms, gflops, gbs, l2_mb = (
+        np.asarray(spec[key], dtype=np.float64)
+        for key in ("sms", "fp32_gflops", "bandwidth_gbs", "l2_mb")
+    )
+    return np.column_stack(
+        [np.log2(sms), np.log2(gflops), np.log2(gbs), np.log2(l2_mb), np.log2(gflops / gbs),
+         np.log2(gflops / sms)]
+    )  # fmt: skip
+
+
 def spec_columns(spec: GpuSpec, count: int) -> dict[str, Array]:
     """One GPU's spec repeated for ``count`` kernels (the features' spec columns)."""
     return {
@@ -78,16 +107,24 @@ def spec_columns(spec: GpuSpec, count: int) -> dict[str, Array]:
     }
 
 
-def _tree_columns(op_class: str, features: Array, in_model: NDArray[Any] | None = None) -> Array:
-    """The trees' inputs: the GPU-agnostic features, and the in-model flag when the
-    class was fitted with in-model rows (1: timed inside a whole model, 0: isolated)."""
+def _tree_columns(
+    op_class: str,
+    features: Array,
+    in_model: NDArray[Any] | None = None,
+    spec: dict[str, Array] | None = None,
+) -> Array:
+    """The trees' inputs: the GPU-agnostic features, the ``SPEC_INPUTS`` when the class
+    was fitted with them (``spec``), and the in-model flag, last, when it was fitted with
+    in-model rows (1: timed inside a whole model, 0: isolated)."""
     from tools.estimators.gpu.features import FEATURE_NAMES
 
     keep = [i for i, name in enumerate(FEATURE_NAMES[op_class]) if name not in _LEVEL_FEATURES]
-    columns = features[:, keep]
-    if in_model is None:
-        return columns
-    return np.column_stack([columns, np.asarray(in_model, dtype=np.float64)])
+    parts = [features[:, keep]]
+    if spec is not None:
+        parts.append(spec_inputs(spec))
+    if in_model is not None:
+        parts.append(np.asarray(in_model, dtype=np.float64)[:, None])
+    return parts[0] if len(parts) == 1 else np.column_stack(parts)
 
 
 @dataclass(slots=True)
@@ -101,6 +138,8 @@ class ClassModel:
     levels: dict[str, float]
     # Fitted with in-model rows: the trees take the in-model flag as a last column.
     in_model_feature: bool = False
+    # Fitted with the GPU-spec inputs (``SPEC_INPUTS``) after the shape features.
+    spec_feature: bool = False
 
     def level(self, spec_gflops: Array, spec_gbs: Array) -> Array:
         line = self.level_intercept + self.level_slope * np.log2(spec_gflops)
@@ -113,7 +152,12 @@ class ClassModel:
         # inplace_predict: building a DMatrix took ~0.1 s a call on this loaded 2-core VM.
         roofline_ms, features = class_features(self.op_class, dims, spec)
         flag = np.broadcast_to(np.asarray(in_model, dtype=np.float64), roofline_ms.shape)
-        columns = _tree_columns(self.op_class, features, flag if self.in_model_feature else None)
+        columns = _tree_columns(
+            self.op_class,
+            features,
+            flag if self.in_model_feature else None,
+            spec if self.spec_feature else None,
+        )
         shape = self.booster.inplace_predict(columns)
         return roofline_ms, np.asarray(shape, dtype=np.float64)
 
@@ -141,6 +185,7 @@ class ClassModel:
             "level_slope": self.level_slope,
             "levels": self.levels,
             "in_model_feature": self.in_model_feature,
+            "spec_feature": self.spec_feature,
         }
 
     @classmethod
@@ -156,10 +201,11 @@ class ClassModel:
             float(document["level_slope"]),
             {k: float(v) for k, v in document["levels"].items()},
             bool(document.get("in_model_feature", False)),
+            bool(document.get("spec_feature", False)),
         )
 
 
-def fit_class(rows: KernelRows, seed: int = 0) -> ClassModel:
+def fit_class(rows: KernelRows, seed: int = 0, spec_features: bool = False) -> ClassModel:
     """Fit the per-GPU levels, then the shape trees on what the levels leave.
 
     Isolated kernels are subsampled to ``MAX_ROWS``; in-model rows (``rows.in_model``)
@@ -167,7 +213,8 @@ def fit_class(rows: KernelRows, seed: int = 0) -> ClassModel:
     through the in-model flag. The GPU levels (and their line) come from the isolated
     kernels alone (the grid NeuSight timed on every GPU); a GPU's in-model rows have their
     own mean taken out, so the trees learn the in-model shape effects, not a GPU's
-    in-model efficiency.
+    in-model efficiency. ``spec_features``: the trees also take the ``SPEC_INPUTS`` (the
+    per-GPU means are taken out all the same).
     """
     import xgboost as xgb
 
@@ -186,7 +233,12 @@ def fit_class(rows: KernelRows, seed: int = 0) -> ClassModel:
     target = np.log(part.latency_ms / roofline_ms)
     # Long kernels carry a step's time: weigh them more than launch-bound ones.
     weight = np.sqrt(part.latency_ms) * np.where(flag, IN_MODEL_WEIGHT, 1.0)
-    tree_x = _tree_columns(part.op_class, features, flag if uses_flag else None)
+    tree_x = _tree_columns(
+        part.op_class,
+        features,
+        flag if uses_flag else None,
+        part.spec if spec_features else None,
+    )
     gpus = sorted(set(part.gpu.tolist()))
     # Levels first, from each GPU's mean log distance to its roofline over the same shape
     # grid (NeuSight timed one grid on every GPU); then the trees learn only what is left,
@@ -215,4 +267,12 @@ def fit_class(rows: KernelRows, seed: int = 0) -> ClassModel:
         intercept = float(np.mean(y - slope * x))
     else:
         slope, intercept = 0.0, float(np.mean(y))
-    return ClassModel(part.op_class, booster, float(intercept), float(slope), levels, uses_flag)
+    return ClassModel(
+        part.op_class,
+        booster,
+        float(intercept),
+        float(slope),
+        levels,
+        uses_flag,
+        spec_features,
+    )

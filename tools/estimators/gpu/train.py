@@ -1,7 +1,7 @@
 """Fit, validate (leave one GPU out) and ship the per-operator GPU cost model.
 
     python -m tools.estimators.gpu.train [--out data/gpu_models/opcost.json]
-        [--traced-cache PKL] [--in-model]
+        [--traced-cache PKL] [--in-model] [--spec-features CLASSES]
 
 For each training GPU, every operator class's shape model is refitted on the other four
 GPUs' kernels and the level line on the other four GPUs' end-to-end runs (each of their
@@ -11,8 +11,9 @@ on it). The end-to-end log residuals of those folds calibrate p10/p90
 (``interval_quantiles``); the shipped model is then fitted on all five GPUs. Reads only
 the shared NeuSight data (``RIGHTSIZE_NEUSIGHT`` overrides its folder). ``--in-model``
 adds the in-model node latencies of the end-to-end runs to the shape trees' rows
-(``inmodel``; a left-out GPU's go with its kernels); the shipped model is fitted without
-(docs/estimators.md section 8 says why).
+(``inmodel``; a left-out GPU's go with its kernels); ``--spec-features CLASSES`` gives
+those classes' trees the GPU-spec inputs (``opcost.SPEC_INPUTS``). The shipped model is
+fitted without either (docs/estimators.md section 8 says why).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ __all__ = [
     "load_training_rows",
     "main",
     "model_family",
+    "spec_classes_arg",
     "summary",
     "traced_runs",
     "validate",
@@ -63,16 +65,22 @@ __all__ = [
 
 
 def fit_all(
-    data: dict[str, KernelRows], exclude: str | tuple[str, ...] | None = None
+    data: dict[str, KernelRows],
+    exclude: str | tuple[str, ...] | None = None,
+    spec_classes: tuple[str, ...] = (),
 ) -> GpuStepModel:
-    """The per-class shape models on every GPU's kernels but ``exclude``'s (no level)."""
+    """The per-class shape models on every GPU's kernels but ``exclude``'s (no level);
+    the classes in ``spec_classes`` also take the GPU-spec inputs (``opcost.SPEC_INPUTS``)."""
     left_out = (exclude,) if isinstance(exclude, str) else tuple(exclude or ())
     classes = {}
     for op_class in OP_CLASSES:
         rows = data[op_class]
         if left_out:
             rows = rows.subset(~np.isin(rows.gpu, left_out))
-        classes[op_class] = fit_class(rows)
+        if op_class in spec_classes:
+            classes[op_class] = fit_class(rows, spec_features=True)
+        else:
+            classes[op_class] = fit_class(rows)
     return GpuStepModel(classes)
 
 
@@ -121,6 +129,7 @@ def fit_step_model(
     traced: Traced,
     specs: dict[str, GpuSpec],
     exclude: str | None = None,
+    spec_classes: tuple[str, ...] = (),
 ) -> GpuStepModel:
     """Shape models on the kernels, the level line on the end-to-end runs; both without
     ``exclude`` (the left-out GPU of a leave-one-GPU-out fold).
@@ -129,10 +138,11 @@ def fit_step_model(
     too: a GPU never seen gets shape predictions from trees that never saw it, so the
     level line must map such out-of-sample predictions to whole-model times.
     """
-    model = fit_all(data, exclude=exclude)
+    model = fit_all(data, exclude=exclude, spec_classes=spec_classes)
     levels: dict[str, float] = {}
     for gpu in sorted({r.gpu for r in runs} - {exclude}):
-        inner = fit_all(data, exclude=tuple(g for g in (exclude, gpu) if g is not None))
+        left_out = tuple(g for g in (exclude, gpu) if g is not None)
+        inner = fit_all(data, exclude=left_out, spec_classes=spec_classes)
         levels |= e2e_levels(inner, [r for r in runs if r.gpu == gpu], traced, specs)
     model.level = fit_level(levels, specs)
     return model
@@ -204,7 +214,11 @@ def _kernel_metrics(model: GpuStepModel, rows: KernelRows) -> dict[str, Any]:
 
 
 def validate(
-    root: Path, data: dict[str, KernelRows], log: bool = True, traced: Traced | None = None
+    root: Path,
+    data: dict[str, KernelRows],
+    log: bool = True,
+    traced: Traced | None = None,
+    spec_classes: tuple[str, ...] = (),
 ) -> Validation:
     """Each training GPU predicted by a model fitted (kernels and level) without it."""
     specs = load_device_specs(root)
@@ -213,7 +227,7 @@ def validate(
     result = Validation()
     for gpu in TRAINING_GPUS:
         started = time.perf_counter()
-        model = fit_step_model(data, runs, traced, specs, exclude=gpu)
+        model = fit_step_model(data, runs, traced, specs, exclude=gpu, spec_classes=spec_classes)
         result.kernel[gpu] = {}
         for c in OP_CLASSES:
             mask = (data[c].gpu == gpu) & ~data[c].in_model_mask
@@ -261,6 +275,7 @@ def validate_family_out(
     runs: list[E2ERun],
     traced: Traced,
     specs: dict[str, GpuSpec],
+    spec_classes: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
     """Each run predicted with its GPU left out and its model family left out of the
     level: the level line is fitted on the other GPUs' runs of the other families (each
@@ -271,14 +286,14 @@ def validate_family_out(
     for gpu in TRAINING_GPUS:
         residuals: dict[str, list[tuple[str, float]]] = {}
         for other in sorted({r.gpu for r in runs} - {gpu}):
-            inner = fit_all(data, exclude=(gpu, other))
+            inner = fit_all(data, exclude=(gpu, other), spec_classes=spec_classes)
             shape_only = GpuStepModel(inner.classes, level=GpuLevel(0.0, 0.0, 0.0, 0.0))
             for run in (r for r in runs if r.gpu == other):
                 point_s, _ = shape_only.forward_backward_s(traced[run.key][0], specs[other])
                 residuals.setdefault(other, []).append(
                     (model_family(run.model), math.log(run.latency_ms / 1e3 / point_s))
                 )
-        model = fit_all(data, exclude=gpu)
+        model = fit_all(data, exclude=gpu, spec_classes=spec_classes)
         for family in sorted({model_family(r.model) for r in runs if r.gpu == gpu}):
             levels = {
                 other: float(np.mean([v for f, v in values if f != family]))
@@ -298,6 +313,21 @@ def validate_family_out(
                     }
                 )
     return out
+
+
+def spec_classes_arg(text: str) -> tuple[str, ...]:
+    """``--spec-features``: 'all' or comma-separated operator classes (an unknown one is
+    named with the known ones)."""
+    if text.strip() == "all":
+        return OP_CLASSES
+    classes = tuple(c.strip() for c in text.split(",") if c.strip())
+    unknown = [c for c in classes if c not in OP_CLASSES]
+    if unknown or not classes:
+        named = ", ".join(unknown) if unknown else repr(text)
+        raise argparse.ArgumentTypeError(
+            f"unknown operator class {named} (known: all, {', '.join(OP_CLASSES)})"
+        )
+    return classes
 
 
 def interval_quantiles(residuals_by_gpu: dict[str, list[float]]) -> dict[str, float]:
@@ -412,6 +442,14 @@ def main(argv: list[str] | None = None) -> int:
         "runs (tools.estimators.gpu.inmodel; not shipped: see docs/estimators.md section 8)",
     )
     parser.add_argument(
+        "--spec-features",
+        type=spec_classes_arg,
+        default=(),
+        metavar="CLASSES",
+        help="comma-separated operator classes (or 'all') whose shape trees also take the "
+        "GPU-spec inputs (opcost.SPEC_INPUTS; not shipped: see docs/estimators.md section 8)",
+    )
+    parser.add_argument(
         "--traced-cache",
         type=Path,
         default=None,
@@ -426,9 +464,10 @@ def main(argv: list[str] | None = None) -> int:
     runs = load_e2e_runs(root, TRAINING_GPUS)
     traced = traced_runs(root, runs, args.traced_cache)
     print(f"traced {len(traced)} models: {time.perf_counter() - started:.0f} s", flush=True)
-    validation = validate(root, data, traced=traced)
+    spec_classes: tuple[str, ...] = args.spec_features
+    validation = validate(root, data, traced=traced, spec_classes=spec_classes)
     residuals = validation.e2e_log_residuals()
-    model = fit_step_model(data, runs, traced, specs)
+    model = fit_step_model(data, runs, traced, specs, spec_classes=spec_classes)
     figures = summary(validation)
     model.log_residual_quantiles = interval_quantiles(validation.residuals_by_gpu())
     ours = figures["e2e"]["all"]["ours"]
@@ -442,9 +481,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.in_model
             else "isolated kernels for the shape models"
         )
-        + ", single-GPU end-to-end runs for the level",
+        + ", single-GPU end-to-end runs for the level"
+        + (f"; GPU-spec inputs in the {','.join(spec_classes)} trees" if spec_classes else ""),
         "retrain": "python -m tools.estimators.gpu.train --out data/gpu_models/opcost.json"
-        + (" --in-model" if args.in_model else ""),
+        + (" --in-model" if args.in_model else "")
+        + (f" --spec-features {','.join(spec_classes)}" if spec_classes else ""),
         "fit_seconds": round(time.perf_counter() - started, 1),
         "validation": {
             "method": "leave one GPU out: shape models (its kernels and its runs' nodes) "

@@ -193,3 +193,27 @@ def test_family_out_level_comes_from_the_other_families_only() -> None:
     # Each family's level is read off the other family's runs: x1.5 off either way.
     assert ratio["fast"] == pytest.approx(1.5, rel=0.12)
     assert ratio["slow"] == pytest.approx(1 / 1.5, rel=0.12)
+
+
+def test_spec_features_reach_only_the_named_classes_and_folds_still_leave_the_gpu_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import argparse
+
+    from tools.estimators.gpu import train
+
+    data = _kernel_data()
+    seen: dict[str, tuple[bool, set[str]]] = {}
+
+    def fake_fit(rows: KernelRows, spec_features: bool = False) -> KernelRows:
+        seen[rows.op_class] = (spec_features, set(rows.gpu.tolist()))
+        return rows
+
+    monkeypatch.setattr(train, "fit_class", fake_fit)
+    train.fit_all(data, exclude=("hbm", "gddr"), spec_classes=("linear", "bmm"))
+    assert {c for c, (flag, _) in seen.items() if flag} == {"linear", "bmm"}
+    assert all(gpus == {"hbm2", "hbm3"} for _, gpus in seen.values())
+    assert train.spec_classes_arg("all") == OP_CLASSES
+    assert train.spec_classes_arg("linear, bmm") == ("linear", "bmm")
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown operator class gemm"):
+        train.spec_classes_arg("linear,gemm")

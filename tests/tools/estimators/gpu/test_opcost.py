@@ -6,7 +6,13 @@ import numpy as np
 
 from tools.estimators.gpu.features import class_features
 from tools.estimators.gpu.kernels import KernelRows
-from tools.estimators.gpu.opcost import ClassModel, fit_class, spec_columns
+from tools.estimators.gpu.opcost import (
+    SPEC_INPUTS,
+    ClassModel,
+    fit_class,
+    spec_columns,
+    spec_inputs,
+)
 from tools.estimators.gpu.specs import GpuSpec
 
 GPUS = {
@@ -62,4 +68,79 @@ def test_json_round_trip_predicts_the_same() -> None:
     again = ClassModel.from_json(model.to_json())
     np.testing.assert_allclose(
         again.predict_ms(rows.dims, rows.spec), model.predict_ms(rows.dims, rows.spec), rtol=1e-6
+    )
+
+
+# GPU-spec inputs in the shape trees (train --spec-features): a shape effect that depends on
+# the board (small GEMMs pay more on few-SM boards) is learnt from the specs alone.
+SPEC_GPUS = {
+    "few_sms": GpuSpec.of(Num_Sm=40, Core_Per_SM=64, Freq=1100, SingleFLOPs=5000, Mem_Bw=200,
+                          L2Cache=2, Dev_Mem=8),
+    "many_sms": GpuSpec.of(Num_Sm=108, Core_Per_SM=64, Freq=1400, SingleFLOPs=19000,
+                           Mem_Bw=1500, L2Cache=40, Dev_Mem=40),
+    # Never trained on; its specs lie near few_sms's.
+    "new": GpuSpec.of(Num_Sm=44, Core_Per_SM=64, Freq=1100, SingleFLOPs=5500, Mem_Bw=240,
+                      L2Cache=2, Dev_Mem=8),
+}  # fmt: skip
+
+
+def _spec_rows(gpus: list[str], names: list[str] | None = None, seed: int = 0) -> KernelRows:
+    """Linear kernels whose small-K penalty is x1.6 on boards under 60 SMs, x1 above."""
+    rng = np.random.default_rng(seed)
+    count = 400
+    dims = {k: 2.0 ** rng.integers(4, 12, count).astype(float) for k in ("M", "N", "K")}
+    dims["B"] = np.ones(count)
+    all_dims = {k: np.tile(v, len(gpus)) for k, v in dims.items()}
+    spec: dict[str, np.ndarray] = {}
+    for name in gpus:
+        for key, column in spec_columns(SPEC_GPUS[name], count).items():
+            spec[key] = np.concatenate([spec.get(key, np.empty(0)), column])
+    roofline, _ = class_features("linear", all_dims, spec)
+    penalty = np.where(spec["sms"] < 60, 1.6, 1.0)
+    latency = roofline * np.where(all_dims["K"] < 64, penalty, 1.0) * 2.0
+    gpu = np.repeat(np.array(names or gpus), count)
+    return KernelRows("linear", all_dims, gpu, latency, spec)
+
+
+def _small_k_ratio(model: ClassModel, rows: KernelRows) -> float:
+    shape = model.shape_ms(rows.dims, rows.spec, in_model=False) / rows.latency_ms
+    small = rows.dims["K"] < 64
+    return float(np.median(shape[small]) / np.median(shape[~small]))
+
+
+def test_spec_inputs_let_the_trees_learn_a_board_dependent_shape_effect() -> None:
+    train_rows = _spec_rows(["few_sms", "many_sms"])
+    new = _spec_rows(["new"], seed=1)
+    with_spec = fit_class(train_rows, spec_features=True)
+    plain = fit_class(train_rows)
+    assert with_spec.spec_feature and not plain.spec_feature
+    # Truth on the new board: the small-K kernels' penalty is fully there (predicted /
+    # measured the same for small and large K); the plain trees can only average it.
+    assert abs(_small_k_ratio(with_spec, new) - 1.0) < 0.08
+    assert abs(_small_k_ratio(plain, new) - 1.0) > 2 * abs(_small_k_ratio(with_spec, new) - 1.0)
+    # Read from the specs only: the same specs under other names give the same answer.
+    renamed = fit_class(_spec_rows(["few_sms", "many_sms"], names=["a", "b"]), spec_features=True)
+    np.testing.assert_allclose(
+        renamed.shape_ms(new.dims, new.spec), with_spec.shape_ms(new.dims, new.spec), rtol=1e-6
+    )
+
+
+def test_spec_inputs_are_the_spec_columns_logs() -> None:
+    columns = spec_columns(SPEC_GPUS["many_sms"], 2)
+    values = spec_inputs(columns)
+    assert values.shape == (2, len(SPEC_INPUTS))
+    expected = [
+        np.log2(108), np.log2(19000), np.log2(1500), np.log2(40), np.log2(19000 / 1500),
+        np.log2(19000 / 108),
+    ]  # fmt: skip
+    np.testing.assert_allclose(values[0], expected)
+
+
+def test_spec_feature_model_round_trips_through_json() -> None:
+    rows = _spec_rows(["few_sms", "many_sms"])
+    model = fit_class(rows, spec_features=True)
+    again = ClassModel.from_json(model.to_json())
+    assert again.spec_feature
+    np.testing.assert_allclose(
+        again.shape_ms(rows.dims, rows.spec), model.shape_ms(rows.dims, rows.spec), rtol=1e-6
     )
