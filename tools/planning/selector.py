@@ -352,7 +352,7 @@ def _analytic_note(plans: Sequence[PlannedOption], analytic: Sequence[PlannedOpt
         )
     if cpu:
         caveats.append(f"its CPU efficiency ({CPU_EFFICIENCY:.0%} of peak) is an assumption")
-    note = f"estimates of {which} from the {ANALYTIC_LABEL}: wide intervals; " + (
+    note = f"estimates from the {ANALYTIC_LABEL} for {which}: wide intervals; " + (
         ", and ".join(caveats)
     )
     others = sorted({p.estimate.estimator_id for p in plans} - {ANALYTIC_ID})

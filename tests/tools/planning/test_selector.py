@@ -154,7 +154,10 @@ def test_the_analytic_note_says_which_options_it_estimated(
     gpu = len(mixed.ranked) - cpu
     assert cpu and gpu
     [note] = [n for n in mixed.notes if "analytic fallback" in n]
-    assert note.startswith(f"estimates of {cpu} CPU-only options (of {len(mixed.ranked)}) from")
+    assert note.startswith(
+        f"estimates from the analytic fallback (untrained) for {cpu} CPU-only options "
+        f"(of {len(mixed.ranked)}):"
+    )
     assert "Gavel" not in note and "CPU efficiency" in note
     assert note.endswith(f"the other {gpu} from gpu-model")
 
@@ -164,5 +167,5 @@ def test_the_analytic_note_says_which_options_it_estimated(
     everything = (
         f"all {len(alone.ranked)} options ({cpu} CPU-only and {len(alone.ranked) - cpu} GPU)"
     )
-    assert note.startswith(f"estimates of {everything} from the analytic fallback")
+    assert note.startswith(f"estimates from the analytic fallback (untrained) for {everything}:")
     assert "Gavel" in note and "CPU efficiency" in note and "the other" not in note
