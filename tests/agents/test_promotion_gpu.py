@@ -36,6 +36,7 @@ from knowledge_base.records import (
 from knowledge_base.seed import load_seed_catalog
 from knowledge_base.workload import DNNTraining, Goals, WorkloadSpec
 from tests.agents.harness import MiniCenter
+from tests.tools.conftest import opcost_of
 from tools.estimators.gpu.correction import (
     GPU_CORRECTION_TARGET,
     GPU_STEP_FAMILY,
@@ -43,9 +44,7 @@ from tools.estimators.gpu.correction import (
     measurement_record,
     predicted_step_s,
 )
-from tools.estimators.gpu.planner import GpuOpCostEstimator
 from tools.estimators.gpu.specs import catalog_gpus
-from tools.estimators.gpu_memory.planner import WhiteBoxGpuMemory
 from tools.planning.chain import EstimatorChain
 from tools.planning.service import plan_workload
 
@@ -146,8 +145,7 @@ async def test_a_correction_that_lowers_the_held_out_error_is_promoted(
     estimators = await chain.estimators(spec, catalog)
     choice = chain.gpu_time_choice()
     assert choice.use and record.id in choice.reason
-    inner = [e.inner for e in estimators if isinstance(e, WhiteBoxGpuMemory)]
-    opcost = next(e for e in inner if isinstance(e, GpuOpCostEstimator))
+    opcost = opcost_of(estimators)
     assert opcost.correction is not None and opcost.correction.correction == correction
     selection = plan_workload(spec, catalog, estimators)
     on_v100 = [
@@ -253,7 +251,7 @@ async def test_the_promotion_event_makes_resource_estimation_serve_the_new_corre
     ``estimator.promoted`` event the agent hears makes the next request read it again."""
     from agents.estimation import ResourceEstimation
     from agents.events import Envelope
-    from tests.tools.estimators.gpu.test_promoted import promote
+    from tests.tools.conftest import promote_gpu_correction as promote
 
     agent = ResourceEstimation(center.kb, estimators=EstimatorChain(center.kb))
     spec = WorkloadSpec(
@@ -263,8 +261,7 @@ async def test_the_promotion_event_makes_resource_estimation_serve_the_new_corre
 
     async def serving() -> str | None:
         estimators = await agent.chain(spec, catalog, START)
-        inner = [e.inner for e in estimators if isinstance(e, WhiteBoxGpuMemory)]
-        opcost = next(e for e in inner if isinstance(e, GpuOpCostEstimator))
+        opcost = opcost_of(estimators)
         return opcost.correction.record_id if opcost.correction else None
 
     await promote(center.kb, tmp_path, "corr-1", {V100: 1.6})

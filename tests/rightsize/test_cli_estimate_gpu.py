@@ -139,7 +139,8 @@ def test_estimate_gpu_applies_the_promoted_correction_as_the_planner_does(
     from knowledge_base.seed import load_seed_catalog
     from knowledge_base.sqlite import SQLiteKnowledgeBase
     from knowledge_base.workload import DNNTraining, Goals, WorkloadSpec
-    from tests.tools.estimators.gpu.test_promoted import V100, promote
+    from tests.tools.conftest import V100
+    from tests.tools.conftest import promote_gpu_correction as promote
     from tools.planning.analytic import STARTUP_POINT_S
     from tools.planning.chain import EstimatorChain
     from tools.planning.service import plan_workload

@@ -20,6 +20,7 @@ from knowledge_base.seed import load_seed_catalog
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from knowledge_base.workload import DNNTraining, GenericJob, Goals, WorkloadSpec
 from tests.cluster import TEST_SYSTEM
+from tests.tools.conftest import Clock, count_registry_reads
 from tools.planning.chain import RUNTIME_TARGET, ChainConfig, EstimatorChain
 from tools.planning.estimation import Candidate, Estimator, NoEstimate, Workload
 from tools.planning.profiled import PROFILE_FAMILY, ProfiledWorkloadEstimator
@@ -155,33 +156,19 @@ async def _promote(kb: SQLiteKnowledgeBase, estimator_id: str) -> None:
     await kb.promote_estimator(estimator_id)
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now_s = 1000.0
-
-    def __call__(self) -> float:
-        return self.now_s
-
-
 async def test_the_promoted_estimator_is_read_once_and_again_after_a_promotion_event(
-    sqlite_kb: SQLiteKnowledgeBase, catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+    sqlite_kb: SQLiteKnowledgeBase,
+    catalog: Catalog,
+    monkeypatch: pytest.MonkeyPatch,
+    clock: Clock,
 ) -> None:
     loaded: list[str] = []
-    reads: list[str] = []
-    real = sqlite_kb.promoted_estimator
-
-    async def counted(target: str) -> EstimatorRecord | None:
-        if target == RUNTIME_TARGET:
-            reads.append(target)
-        return await real(target)
-
-    monkeypatch.setattr(sqlite_kb, "promoted_estimator", counted)
+    reads = count_registry_reads(sqlite_kb, monkeypatch, RUNTIME_TARGET)
 
     def load(record: EstimatorRecord) -> _Promoted:
         loaded.append(record.id)
         return _Promoted(record)
 
-    clock = _Clock()
     chain = EstimatorChain(sqlite_kb, promoted=load)
     chain.promoted_record.clock = clock
     await _promote(sqlite_kb, "reg-1")

@@ -12,8 +12,8 @@ from knowledge_base.catalog import GPUSpec
 from knowledge_base.records import GpuMemoryPeak, Interval, ResourceEstimate
 from knowledge_base.seed import load_seed_catalog
 from knowledge_base.sqlite import SQLiteKnowledgeBase
-from knowledge_base.workload import DNNTraining, Goals, WorkloadSpec
-from tools.estimators.gpu.planner import GpuOpCostEstimator
+from knowledge_base.workload import DNNTraining
+from tests.tools.conftest import opcost_of, small_cnn_spec
 from tools.estimators.gpu.selection import choose_opcost
 from tools.estimators.gpu_memory.planner import (
     MODEL_FILE_RATIO,
@@ -28,21 +28,6 @@ from tools.planning.chain import EstimatorChain
 from tools.planning.service import plan_workload
 
 REPO = Path(__file__).resolve().parents[3]
-
-
-def _spec(batch: int = 64, **goals: object) -> WorkloadSpec:
-    return WorkloadSpec(
-        name="cnn",
-        user="alice",
-        workload=DNNTraining(
-            model=str(REPO / "examples/models/small_cnn.py"),
-            model_class="SmallCNN",
-            dataset_samples=5000,
-            epochs=2,
-            batch_sizes=[batch],
-        ),
-        goals=Goals.model_validate({"systems": ["owens"], **goals}),
-    )
 
 
 def test_the_rule_uses_the_per_operator_model_only_when_its_error_is_lower() -> None:
@@ -90,7 +75,7 @@ async def test_gpu_options_far_from_capacity_keep_analytic_memory_and_trace_noth
     change its verdict with the white-box peak and none is traced."""
     peaks = _CountedPeaks(monkeypatch)
     chain = EstimatorChain(sqlite_kb)
-    spec = _spec()
+    spec = small_cnn_spec()
     catalog = load_seed_catalog()
     estimators = await chain.estimators(spec, catalog)
     assert all(isinstance(e, WhiteBoxGpuMemory) for e in estimators)
@@ -119,7 +104,7 @@ async def test_gpu_options_near_capacity_get_the_white_box_verdict(
     tell; the white-box peak (26 GB on one GPU) refuses one GPU and passes two."""
     peaks = _CountedPeaks(monkeypatch)
     chain = EstimatorChain(sqlite_kb)
-    spec = _spec(batch=24_000, gpu_only=True)
+    spec = small_cnn_spec(batch=24_000, gpu_only=True)
     catalog = load_seed_catalog()
     selection = plan_workload(spec, catalog, await chain.estimators(spec, catalog))
     assert (24_000, 1) in peaks.calls
@@ -142,10 +127,9 @@ async def test_the_chain_puts_the_per_operator_model_in_when_it_wins(
 ) -> None:
     chain = EstimatorChain(sqlite_kb)
     monkeypatch.setattr(chain, "_gpu_choice", choose_opcost({"validation": {"e2e_mape": 0.01}}))
-    estimators = await chain.estimators(_spec(), load_seed_catalog())
-    inner = [e.inner for e in estimators if isinstance(e, WhiteBoxGpuMemory)]
-    assert any(isinstance(e, GpuOpCostEstimator) for e in inner)
-    selection = plan_workload(_spec(), load_seed_catalog(), estimators)
+    estimators = await chain.estimators(small_cnn_spec(), load_seed_catalog())
+    assert opcost_of(estimators) is not None
+    selection = plan_workload(small_cnn_spec(), load_seed_catalog(), estimators)
     answered = {o.estimate.estimator_id for o in selection.ranked if o.option.gpus_per_node}
     assert any(a.startswith("gpu-opcost") for a in answered), answered
     for option in selection.ranked:
@@ -175,7 +159,7 @@ async def test_an_option_far_above_the_gpu_is_refused_by_the_analytic_model_untr
     monkeypatch.setattr(workload_trace, "kernels_at", counted_kernels)
     chain = EstimatorChain(sqlite_kb)
     monkeypatch.setattr(chain, "_gpu_choice", choose_opcost({"validation": {"e2e_mape": 0.01}}))
-    spec = _spec(batch=2**17, gpu_only=True)
+    spec = small_cnn_spec(batch=2**17, gpu_only=True)
     catalog = load_seed_catalog()
     selection = plan_workload(spec, catalog, await chain.estimators(spec, catalog))
     refused = [i for i in selection.infeasible if i.constraint == "gpu_memory"]

@@ -4,106 +4,33 @@ applies it for every door (the planner's chain and ``rightsize estimate --gpu``)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from knowledge_base.records import EstimatorRecord, EstimatorStatus
 from knowledge_base.seed import load_seed_catalog
 from knowledge_base.sqlite import SQLiteKnowledgeBase
-from knowledge_base.workload import DNNTraining, Goals, WorkloadSpec
-from tools.estimators.gpu.correction import (
-    GPU_CORRECTION_KIND,
-    GPU_CORRECTION_TARGET,
-    GpuStepCorrection,
+from knowledge_base.workload import WorkloadSpec
+from tests.tools.conftest import (
+    V100,
+    Clock,
+    count_registry_reads,
+    opcost_of,
+    small_cnn_spec,
 )
-from tools.estimators.gpu.planner import GpuOpCostEstimator
-from tools.estimators.gpu.promoted import (
-    PromotedGpuCorrection,
-    ServingCorrection,
-    base_estimator_id,
-    gpu_step,
-)
-from tools.estimators.gpu_memory.planner import WhiteBoxGpuMemory
+from tests.tools.conftest import promote_gpu_correction as promote
+from tools.estimators.gpu.correction import GPU_CORRECTION_TARGET, GpuStepCorrection
+from tools.estimators.gpu.promoted import PromotedGpuCorrection, ServingCorrection, gpu_step
 from tools.planning.chain import EstimatorChain
-
-REPO = Path(__file__).resolve().parents[4]
-V100 = "NVIDIA Tesla V100 (Volta)"
-
-
-async def promote(
-    kb: SQLiteKnowledgeBase,
-    folder: Path,
-    record_id: str,
-    factors: dict[str, float],
-    *,
-    base: str | None = None,
-    mape: float = 0.05,
-) -> GpuStepCorrection:
-    """Store a correction's artifact and promote it, as Model Promotion does."""
-    correction = GpuStepCorrection(
-        base_estimator=base or base_estimator_id(),
-        factors=factors,
-        pooled_factor=1.25,
-        rows={gpu: 6 for gpu in factors},
-    )
-    path = folder / f"{record_id}.json"
-    path.write_text(correction.model_dump_json(), encoding="utf-8")
-    await kb.put_estimator(
-        EstimatorRecord(
-            id=record_id,
-            kind=GPU_CORRECTION_KIND,
-            target=GPU_CORRECTION_TARGET,
-            status=EstimatorStatus.SHADOW,
-            validation={"mape": mape},
-            artifact_path=str(path),
-        )
-    )
-    await kb.promote_estimator(record_id)
-    return correction
 
 
 def count_reads(kb: SQLiteKnowledgeBase, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Counts the registry reads of the GPU correction's target (the real ones answer)."""
-    reads: list[str] = []
-    real = kb.promoted_estimator
-
-    async def counted(target: str) -> EstimatorRecord | None:
-        if target == GPU_CORRECTION_TARGET:
-            reads.append(target)
-        return await real(target)
-
-    monkeypatch.setattr(kb, "promoted_estimator", counted)
-    return reads
+    return count_registry_reads(kb, monkeypatch, GPU_CORRECTION_TARGET)
 
 
 def _spec() -> WorkloadSpec:
-    return WorkloadSpec(
-        name="cnn",
-        user="alice",
-        workload=DNNTraining(
-            model=str(REPO / "examples/models/small_cnn.py"),
-            model_class="SmallCNN",
-            dataset_samples=5000,
-            epochs=2,
-            batch_sizes=[64],
-        ),
-        goals=Goals(systems=["pitzer"]),
-    )
-
-
-def _opcost(estimators: Sequence[object]) -> GpuOpCostEstimator:
-    inner = [e.inner for e in estimators if isinstance(e, WhiteBoxGpuMemory)]
-    return next(e for e in inner if isinstance(e, GpuOpCostEstimator))
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now_s = 1000.0
-
-    def __call__(self) -> float:
-        return self.now_s
+    return small_cnn_spec(systems=["pitzer"])
 
 
 async def test_n_requests_read_the_registry_once_and_a_promotion_is_picked_up(
@@ -112,13 +39,13 @@ async def test_n_requests_read_the_registry_once_and_a_promotion_is_picked_up(
     catalog = load_seed_catalog()
     reads = count_reads(sqlite_kb, monkeypatch)
     first = await promote(sqlite_kb, tmp_path, "corr-1", {V100: 1.6})
-    clock = _Clock()
+    clock = Clock()
     chain = EstimatorChain(sqlite_kb)
     chain.gpu_correction = PromotedGpuCorrection(recheck_s=60, clock=clock)
     for _ in range(25):
         estimators = await chain.estimators(_spec(), catalog)
     assert len(reads) == 1  # was one per request
-    served = _opcost(estimators).correction
+    served = opcost_of(estimators).correction
     assert served is not None and served.record_id == "corr-1"
     assert served.correction == first and "corr-1" in chain.gpu_time_choice().reason
 
@@ -128,19 +55,19 @@ async def test_n_requests_read_the_registry_once_and_a_promotion_is_picked_up(
     for _ in range(10):
         estimators = await chain.estimators(_spec(), catalog)
     assert len(reads) == 2
-    served = _opcost(estimators).correction
+    served = opcost_of(estimators).correction
     assert served is not None and served.correction == second
     assert "corr-2" in chain.gpu_time_choice().reason
 
     # a process that does not hear the bus sees the next one within recheck_s
     await promote(sqlite_kb, tmp_path, "corr-3", {V100: 1.1})
     clock.now_s += 59
-    served = _opcost(await chain.estimators(_spec(), catalog)).correction
+    served = opcost_of(await chain.estimators(_spec(), catalog)).correction
     assert served is not None and served.record_id == "corr-2" and len(reads) == 2
     clock.now_s += 2
     for _ in range(10):
         estimators = await chain.estimators(_spec(), catalog)
-    served = _opcost(estimators).correction
+    served = opcost_of(estimators).correction
     assert served is not None and served.record_id == "corr-3" and len(reads) == 3
 
 
@@ -148,7 +75,7 @@ async def test_a_recheck_that_finds_the_same_promotion_keeps_the_loaded_artifact
     sqlite_kb: SQLiteKnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await promote(sqlite_kb, tmp_path, "corr-1", {V100: 1.6})
-    clock = _Clock()
+    clock = Clock()
     owner = PromotedGpuCorrection(recheck_s=10, clock=clock)
     served = await owner.current(sqlite_kb)
     assert served is not None
@@ -183,7 +110,7 @@ async def test_a_promoted_correction_that_cannot_serve_is_said_once_and_not_appl
         estimators = await chain.estimators(_spec(), catalog)
     assert len(reads) == 1
     if chain.gpu_time_choice().use:
-        assert _opcost(estimators).correction is None
+        assert opcost_of(estimators).correction is None
     [problem] = [u for u in chain.unavailable() if "GPU correction" in u]
     assert "corr-bad" in problem and words in problem
 
