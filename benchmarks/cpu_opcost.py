@@ -89,8 +89,8 @@ def measure(out_path: Path | None = None) -> None:
             **hardware_descriptors(1),
             "torch": torch.__version__,
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
-            "command": "OMP_WAIT_POLICY=PASSIVE nice -n 10 python benchmarks/cpu_opcost.py "
-            "--measure",
+            "command": "python benchmarks/cpu_opcost.py " + " ".join(sys.argv[1:]),
+            "niceness": os.nice(0),
             "time_basis": "optiming.time_training_step: critical-path CPU time of an eager SGD "
             "step (1 thread: the thread's CPU time; 2 threads: max(main, process - main)), "
             "median of 5 steps after 2 warm-up; median of 3 runs (step_s); least_s the least "
@@ -105,12 +105,37 @@ def measure(out_path: Path | None = None) -> None:
 STAT = {"median": "step_s", "least": "least_s"}
 
 
-def _steps_now() -> dict[str, dict[str, Any]]:
-    """``opsweep --steps`` lines (zoo and recurrent probe steps timed like their
-    operators, with recurrent loops' operator counts), by item id."""
-    from tools.profiling.opsweep import read_items
+# Second timing sessions (same commands, another hour and load): their runs join the
+# first session's, so the least step is the least of more repeats.
+RETIMED_STEPS = DATA / "steps_retimed.jsonl"
+RETIMED_HELDOUT = DATA / "heldout_retimed.json"
 
-    return {i["id"]: i for i in read_items(DATA / "zoo_steps.jsonl")}
+
+def _steps_now(sessions: str = "all") -> dict[str, dict[str, Any]]:
+    """``opsweep --steps`` lines (zoo and probe steps timed like their operators, with
+    recurrent loops' operator counts), by item id; ``sessions="all"`` merges the
+    re-timing session's runs in (``opsweep.merge_step_lines``)."""
+    from tools.profiling.opsweep import merge_step_lines, read_items
+
+    first = {i["id"]: i for i in read_items(DATA / "zoo_steps.jsonl")}
+    if sessions != "all" or not RETIMED_STEPS.exists():
+        return first
+    return merge_step_lines(first, {i["id"]: i for i in read_items(RETIMED_STEPS)})
+
+
+def heldout_truth(sessions: str = "all") -> list[dict[str, Any]]:
+    """The held-out files' measured rows; ``sessions="all"`` merges the re-measuring
+    session's runs in, as the training steps' are."""
+    from tools.profiling.opsweep import merge_step_lines
+
+    def keyed(path: Path) -> dict[str, dict[str, Any]]:
+        rows = json.loads(path.read_text())["rows"]
+        return {f"{r['file']}-{r['batch_size']}-t{r['threads']}": r for r in rows}
+
+    first = keyed(DATA / "heldout_steps.json")
+    if sessions != "all" or not RETIMED_HELDOUT.exists():
+        return list(first.values())
+    return list(merge_step_lines(first, keyed(RETIMED_HELDOUT)).values())
 
 
 def _rnn_counts() -> dict[str, dict[str, Any]]:
@@ -127,12 +152,20 @@ def _geometry() -> dict[str, dict[str, Any]]:
     return {i["id"]: i for i in read_items(DATA / "op_geometry.jsonl")}
 
 
-def fit(truth: str, stat: str, rnn: bool, probes: str = "recurrent", features: int = 1) -> Any:
+def fit(
+    truth: str,
+    stat: str,
+    rnn: bool,
+    probes: str = "recurrent",
+    features: int = 1,
+    constant: bool = False,
+) -> Any:
     """The per-operator model on the sweep's timings: step coefficients fitted on the
     profiler's step times (``sweep``) or on the steps timed here (``now``, ``stat``:
     the median or least step), recurrent loops counted apart (``rnn``) or not; the probe
     networks' steps that train the step law too: ``recurrent``, ``all`` or ``none``;
-    ``features``: the booster's feature version (2: with the operators' geometry)."""
+    ``features``: the booster's feature version (2: with the operators' geometry);
+    ``constant``: a fixed cost per step in the step law."""
     from tools.estimators.dnn.opcost import fit_opcost
     from tools.profiling.opsweep import read_items
 
@@ -157,10 +190,13 @@ def fit(truth: str, stat: str, rnn: bool, probes: str = "recurrent", features: i
         truth=now,
         extra=merged if rnn else None,
         geometry=_geometry() if features >= 2 else None,
+        step_constant=constant,
     )
     model.meta["command"] = (
         f"python benchmarks/cpu_opcost.py --train --truth {truth} --stat {stat} "
-        f"--probe-steps {probes} --features {features}" + ("" if rnn else " --no-rnn")
+        f"--probe-steps {probes} --features {features}"
+        + (" --step-constant" if constant else "")
+        + ("" if rnn else " --no-rnn")
     )
     model.meta["step_truth"] = (
         f"zoo and recurrent probe steps timed like their operators ({stat}; opsweep --steps, "
@@ -173,9 +209,9 @@ def fit(truth: str, stat: str, rnn: bool, probes: str = "recurrent", features: i
     return model
 
 
-def train(truth: str, stat: str, rnn: bool, probes: str, features: int) -> None:
+def train(truth: str, stat: str, rnn: bool, probes: str, features: int, constant: bool) -> None:
     began = time.monotonic()
-    model = fit(truth, stat, rnn, probes, features)
+    model = fit(truth, stat, rnn, probes, features, constant)
     model.meta["trained_s"] = round(time.monotonic() - began, 1)
     model.save(DATA)
     print(f"trained {model.estimator_id} in {model.meta['trained_s']} s", flush=True)
@@ -281,12 +317,14 @@ def report(record: bool) -> None:
     began = time.monotonic()
     before = fit("sweep", "median", rnn=False)  # the model shipped before: profiler's times
     plain = fit("now", stat, rnn=False)  # steps timed here, recurrent loops not apart
-    # the same as the shipped model but without the operators' geometry (feature version 1)
-    flat = fit("now", stat, rnn=True, probes=product.meta.get("probe_steps", "all"))
+    # the same as the shipped model but with the other feature version (1: no operator
+    # geometry, 2: with it)
+    other = 1 if product.feature_version >= 2 else 2
+    flat = fit("now", stat, rnn=True, probes=product.meta.get("probe_steps", "all"), features=other)
     print(f"# (three comparison models refitted in {time.monotonic() - began:.0f} s)")
     for name, model in (
         (f"shipped (feature version {product.feature_version})", product),
-        ("the same without operator geometry (feature version 1)", flat),
+        (f"the same with feature version {other}", flat),
         ("steps timed here, recurrent loops not apart", plain),
         ("before: the profiler's step times (AVX-512 host)", before),
     ):
@@ -294,7 +332,7 @@ def report(record: bool) -> None:
     _probe_fit(product)
     for name, model in (
         ("shipped", product),
-        ("without operator geometry", flat),
+        (f"feature version {other}", flat),
         ("profiler's step times, before", before),
     ):
         _zoo_table(name, model.meta)
@@ -315,9 +353,11 @@ def report(record: bool) -> None:
         f"\nzoo steps, time here ({stat}) / profiler's time (median): "
         + ", ".join(f"{t} thread(s) x{v:.2f}" for t, v in inflation.items())
     )
-    truth = json.loads((DATA / "heldout_steps.json").read_text())
+    truth = {"rows": heldout_truth()}
+    first_truth = {"rows": heldout_truth("first")}
     bundle, _ = load_bundle(Path("~/.rightsize").expanduser())
     rows: list[tuple[str, int, int, float, Q, Q, Q, Q, Q]] = []
+    first_rows: list[tuple[float, Q, Q, int]] = []
     timing: list[float] = []
     for stem, (cls, batches) in MODELS.items():
         user = load_user_model(HELDOUT / f"{stem}.py", cls)
@@ -348,7 +388,14 @@ def report(record: bool) -> None:
                     geometry=data.geometry,
                 )
                 timing.append(traced + time.monotonic() - began)
-                ours_flat = flat.predict_s(x, None, **kwargs, rnn_ops=rnn_ops, rnn_calls=rnn_calls)
+                ours_flat = flat.predict_s(
+                    x,
+                    None,
+                    **kwargs,
+                    rnn_ops=rnn_ops,
+                    rnn_calls=rnn_calls,
+                    geometry=data.geometry,
+                )
                 ours_plain = plain.predict_s(x, None, **kwargs)
                 theirs_before = before.predict_s(x, None, **kwargs)
                 # the bundle as it answers a host of the CPU model it was trained on
@@ -375,15 +422,22 @@ def report(record: bool) -> None:
                         ours_flat,
                     )
                 )
+                first = next(
+                    r
+                    for r in first_truth["rows"]
+                    if r["file"] == stem and r["batch_size"] == batch and r["threads"] == threads
+                )
+                first_rows.append((float(first[STAT[stat]]), ours, ours_flat, threads))
     print("\n## Held-out model files (families the zoo lacks), measured here")
     print(
-        f"measured: {stat} step here (heldout_steps.json), the truth of the models fitted on "
+        f"measured: {stat} step here (heldout_steps.json, with heldout_retimed.json's runs "
+        "where present), the truth of the models fitted on "
         "steps timed here; deflated: divided by the zoo's inflation above, the truth of the "
         "models that answer the profiler's AVX-512 times (the one before, the bundle)"
     )
     print(
         "| file | batch | threads | measured s | shipped p50 (p10-p90) | err "
-        "| no geometry p50 (p10-p90) | err "
+        f"| features v{other} p50 (p10-p90) | err "
         "| not apart p50 | err | deflated s | before p50 (p10-p90) | err "
         "| bundle p50 (p10-p90) | err |"
     )
@@ -416,7 +470,7 @@ def report(record: bool) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     table = (
         (f"per-operator, shipped ({product.estimator_id})", 4, False),
-        ("per-operator, without operator geometry", 8, False),
+        (f"per-operator, feature version {other}", 8, False),
         ("per-operator, recurrent loops not apart", 5, False),
         ("per-operator before (profiler's step times)", 6, True),
         ("HARP bundle (hybrid)", 7, True),
@@ -430,6 +484,20 @@ def report(record: bool) -> None:
                 f"{_pct(s['max_ape'])} | {s['within_20pct']:.2f} | {s['under_rate']:.2f} | "
                 f"{s['coverage_p10_p90']:.2f} |"
             )
+    if RETIMED_HELDOUT.exists():
+        print("\n## Held-out files against the first measuring session only (least of 15)")
+        print("| estimator | threads | rows | MAPE | max APE | within 20% | under | coverage |")
+        print("|---|---|---|---|---|---|---|---|")
+        for name, column in (("shipped", 1), (f"feature version {other}", 2)):
+            for only in (None, *THREADS):
+                s = _scores(
+                    [(r[column], r[0]) for r in first_rows if only is None or r[3] == only]  # type: ignore[misc]
+                )
+                print(
+                    f"| {name} | {'all' if only is None else only} | {s['rows']} | "
+                    f"{_pct(s['mape'])} | {_pct(s['max_ape'])} | {s['within_20pct']:.2f} | "
+                    f"{s['under_rate']:.2f} | {s['coverage_p10_p90']:.2f} |"
+                )
     print(
         "\nper-operator estimate of one step (trace + predict), median "
         f"{statistics.median(timing):.2f} s"
@@ -443,7 +511,7 @@ def report(record: bool) -> None:
             "opcost_threads": {f"t{t}": scored(4, False, t) for t in THREADS},
             "bundle": theirs_s,
             "before": scored(6, True),
-            "without_geometry": scored(8, False),
+            f"features_v{other}": scored(8, False),
             "inflation": {f"t{t}": v for t, v in inflation.items()},
             "better_than_bundle": ours_s["mape"] < theirs_s["mape"]
             and ours_s["coverage_p10_p90"] >= theirs_s["coverage_p10_p90"],
@@ -473,12 +541,22 @@ def main() -> int:
     parser.add_argument(
         "--features", type=int, choices=(1, 2), default=2, help="--train: feature version"
     )
+    parser.add_argument(
+        "--step-constant", action="store_true", help="--train: a fixed cost per step"
+    )
     parser.add_argument("--record", action="store_true", help="write the held-out comparison")
     args = parser.parse_args()
     if args.measure:
         measure(args.out)
     elif args.train:
-        train(args.truth, args.stat, not args.no_rnn, args.probe_steps, args.features)
+        train(
+            args.truth,
+            args.stat,
+            not args.no_rnn,
+            args.probe_steps,
+            args.features,
+            args.step_constant,
+        )
     else:
         report(args.record)
     return 0

@@ -39,7 +39,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,7 @@ __all__ = [
     "aggregate_ops",
     "geometry_rows",
     "main",
+    "merge_step_lines",
     "read_items",
     "zoo_choices",
 ]
@@ -337,6 +338,25 @@ def _steps(source: Path, out: Path, runs: int, probe_kinds: set[str]) -> int:
             handle.flush()
             print(f"{item['id']}: {step_s:.4f} s", file=sys.stderr, flush=True)
     return 0
+
+
+def merge_step_lines(*sessions: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``--steps`` lines of one item from several timing sessions as one line: every
+    run's samples kept (``samples_s``), ``least_s`` the least step of all of them (noise
+    on a shared host only adds time), ``step_s`` the median of all runs' medians, the
+    sessions' loads in ``loads_1m``; the other fields from the first session."""
+    merged: dict[str, dict[str, Any]] = {}
+    for lines in sessions:
+        for item_id, line in lines.items():
+            if item_id not in merged:
+                merged[item_id] = {**line, "samples_s": [], "loads_1m": []}
+            into = merged[item_id]
+            into["samples_s"] = [*into["samples_s"], *line["samples_s"]]
+            into["loads_1m"] = [*into["loads_1m"], line.get("loadavg_1m")]
+            into["least_s"] = min(float(v) for run in into["samples_s"] for v in run)
+            into["step_s"] = statistics.median(statistics.median(r) for r in into["samples_s"])
+            into["sessions"] = len(into["loads_1m"])
+    return merged
 
 
 def geometry_rows(ops: list[list[Any]], nodes: list[Any]) -> tuple[list[list[float]], int, int]:

@@ -365,11 +365,18 @@ def _opsum(
 Row = tuple[float, float, float, float, float, float]
 
 
-def _fit_step(rows: Sequence[Row], loss: str = "relative") -> list[float]:
+def _fit_step(rows: Sequence[Row], loss: str = "relative", constant: bool = False) -> list[float]:
     """[a, o, b, c, r] of step = a x compute + o x other + b x eager operators + c x update
     + r x operators of recurrent loops (non-negative least squares of the relative error;
-    r is 0 where no step has a recurrent loop)."""
-    a = np.array([[cs / y, os_ / y, n / y, u / y, k / y] for cs, os_, n, u, k, y in rows])
+    r is 0 where no step has a recurrent loop); with ``constant`` a sixth, seconds per
+    step whatever its operators (the eager step's fixed cost: zeroing gradients, the
+    autograd engine's start, the loss's Python)."""
+    a = np.array(
+        [
+            [cs / y, os_ / y, n / y, u / y, k / y, *((1.0 / y,) if constant else ())]
+            for cs, os_, n, u, k, y in rows
+        ]
+    )
     coef, _ = nnls(a, np.ones(len(rows)))
     if loss == "log":
         # least squares of log(estimate / measured), from the relative fit: the relative
@@ -392,7 +399,8 @@ def _apply(
 ) -> float:
     a, o, b, c = coef[:4]
     r = coef[4] if len(coef) > 4 else 0.0
-    return a * compute + o * other + b * ops + c * update + r * rnn
+    fixed = coef[5] if len(coef) > 5 else 0.0
+    return a * compute + o * other + b * ops + c * update + r * rnn + fixed
 
 
 @dataclass(slots=True)
@@ -552,6 +560,7 @@ def fit_opcost(
     calibrate_on_probes: bool = True,
     step_loss: str = "relative",
     geometry: Mapping[str, Mapping[str, Any]] | None = None,
+    step_constant: bool = False,
 ) -> OpCostModel:
     """Fit the model on an ``opsweep`` file's items, validated by leaving groups out.
 
@@ -603,7 +612,7 @@ def fit_opcost(
             test = [i for i, s in enumerate(steps) if s.threads == t and s.family in group]
             if not train or not test:
                 continue
-            coef = _fit_step(rows(train), step_loss)
+            coef = _fit_step(rows(train), step_loss, step_constant)
             for i, (cs, os_, n, u, k, _) in zip(test, rows(test), strict=True):
                 held.append((i, _apply(coef, cs, os_, n, u, k)))
     # 3. each probe family's steps from a booster and step coefficients fitted without
@@ -617,7 +626,7 @@ def fit_opcost(
             test = [i for i, s in enumerate(steps) if s.threads == t and s.family == family]
             if not train or not test:
                 continue
-            coef = _fit_step(rows(train), step_loss)
+            coef = _fit_step(rows(train), step_loss, step_constant)
             # recurrent loops' cost is a step-law term: without any training step that
             # has one, it is not fitted (r = 0), so such a fold is scored, not calibrated on
             if any(steps[i].rnn_ops for i in test) and not any(steps[i].rnn_ops for i in train):
@@ -680,7 +689,9 @@ def fit_opcost(
             [p for p, (i, _) in zip(pairs, held, strict=True) if steps[i].family in group]
         )
     step = {
-        f"t{t}": _fit_step(rows([i for i, s in enumerate(steps) if s.threads == t]), step_loss)
+        f"t{t}": _fit_step(
+            rows([i for i, s in enumerate(steps) if s.threads == t]), step_loss, step_constant
+        )
         for t in thread_counts
     }
     booster = full
@@ -702,6 +713,7 @@ def fit_opcost(
         "groups": ["+".join(g) for g in present],
         "validation": validation,
         "step_loss": step_loss,
+        "step_constant": step_constant,
         "log_ratio_q10_q50_q90": quantiles,
         "step_rows": sum(not s.probe for s in steps),
         "probe_step_rows": sum(s.probe for s in steps),

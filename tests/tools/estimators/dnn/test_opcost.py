@@ -190,3 +190,17 @@ def test_estimate_takes_time_from_the_per_operator_model_and_memory_from_the_bun
     assert ours.peak_memory_mb == plain.peak_memory_mb
     assert ours.iteration_time_s != plain.iteration_time_s
     assert not plain.estimator.startswith("cpu-opcost")
+
+
+def test_a_fixed_cost_per_step_is_recovered_with_the_step_constant() -> None:
+    items = _items(seed=5)
+    for item in items:
+        if item["kind"] == "zoo":
+            item["measured_step_s"] += 0.05  # about 40% of the median step
+    fitted = fit_opcost(items, rounds=40, step_constant=True)
+    assert fitted.meta["step_constant"] is True
+    for coef in fitted.step.values():
+        assert len(coef) == 6 and coef[5] == pytest.approx(0.05, rel=0.3)
+    plain = fit_opcost(items, rounds=40)
+    assert all(len(coef) == 5 for coef in plain.step.values())
+    assert fitted.meta["validation"]["all"]["mape"] < plain.meta["validation"]["all"]["mape"]
