@@ -27,6 +27,7 @@ from tools.planning.estimation import Candidate, Estimator, NoEstimate, estimate
 from tools.planning.generic import GuessFallbackEstimator, large_memory_reason
 from tools.planning.model_files import check_model_file
 from tools.planning.results import Infeasible, PlannedOption
+from tools.planning.zoo import check_input_shape
 
 __all__ = ["WhatIf", "default_estimators", "enumerate_candidates", "what_if"]
 
@@ -257,6 +258,8 @@ def what_if(
             raise InvalidInputError("control characters are not allowed", field=field, value=value)
     if isinstance(spec.workload, DNNTraining):
         check_model_file(spec.workload)  # an untraceable file is bad input, not N "no estimate"s
+        if spec.workload.model_class is None:
+            check_input_shape(spec.workload.model, spec.workload.input_shape)
     chain = list(estimators) if estimators is not None else default_estimators(spec)
     feasible: list[PlannedOption] = []
     rejected: list[Infeasible] = []

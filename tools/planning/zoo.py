@@ -43,7 +43,9 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["ZOO", "GpuSample", "ModelFacts", "lookup", "zoo_names"]
+from knowledge_base.errors import InvalidInputError
+
+__all__ = ["ZOO", "GpuSample", "ModelFacts", "check_input_shape", "lookup", "zoo_names"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +207,30 @@ _BY_KEY = {_key(alias): facts for facts in ZOO for alias in (facts.name, *facts.
 def lookup(model: str) -> ModelFacts | None:
     """The facts for a zoo name, ignoring case and punctuation ("ResNet-50" is resnet50)."""
     return _BY_KEY.get(_key(model))
+
+
+def check_input_shape(model: str, input_shape: list[int]) -> None:
+    """InvalidInputError (field ``workload.input_shape``) when a zoo model cannot take
+    ``input_shape``: an image model takes (channels, height, width) with its own channels,
+    a sequence model (tokens,). Before, such a shape was planned as another one: ResNet-50
+    at [407, 574, 574] as 3 x 574 x 574, at [5] as its reference input."""
+    facts = lookup(model)
+    if facts is None or not input_shape:
+        return
+    reference = facts.reference_input
+    if len(input_shape) != len(reference):
+        words = "(channels, height, width)" if facts.family == "image" else "(tokens,)"
+        raise InvalidInputError(
+            f"{facts.name} takes an input of {words}, like {list(reference)}",
+            field="workload.input_shape",
+            value=input_shape,
+        )
+    if facts.family == "image" and input_shape[0] != reference[0]:
+        raise InvalidInputError(
+            f"{facts.name} takes {reference[0]} input channels, like {list(reference)}",
+            field="workload.input_shape",
+            value=input_shape,
+        )
 
 
 def zoo_names() -> list[str]:

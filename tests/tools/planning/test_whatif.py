@@ -167,3 +167,23 @@ def test_control_characters_in_the_account_are_refused_by_name(
     with pytest.raises(InvalidInputError) as caught:
         what_if(spec, catalog, _context(spec))
     assert caught.value.field == "account"
+
+
+@pytest.mark.parametrize(
+    ("shape", "words"),
+    [([407, 574, 574], "3 input channels"), ([5], "(channels, height, width)")],
+)
+def test_an_input_a_zoo_model_cannot_take_is_refused_by_name(
+    resnet_spec: WorkloadSpec, catalog: Catalog, shape: list[int], words: str
+) -> None:
+    """Before, ResNet-50 at [407, 574, 574] was traced and planned as 3 x 574 x 574 (and
+    the MCP fuzz spent its time tracing such shapes), at [5] as its reference input."""
+    spec = spec_with(resnet_spec, workload__input_shape=shape)
+    with pytest.raises(InvalidInputError, match=words) as caught:
+        what_if(spec, catalog, _context(spec))
+    assert caught.value.field == "workload.input_shape" and caught.value.value == shape
+    bert = spec_with(resnet_spec, workload__model="bert_base", workload__input_shape=[3, 64, 64])
+    with pytest.raises(InvalidInputError, match=r"\(tokens,\)"):
+        what_if(bert, catalog, _context(bert))
+    for fine in ([3, 448, 448], []):  # another size of the same input, or the reference
+        what_if(spec_with(resnet_spec, workload__input_shape=fine), catalog, _context(spec))
