@@ -124,7 +124,11 @@ def _row(label: str, name: str, s: dict[str, float], coverage: str = "-") -> str
 
 
 def _gavel(
-    data: Any, specs: dict[str, GpuSpec], traced: Any, spec_classes: tuple[str, ...] = ()
+    data: Any,
+    specs: dict[str, GpuSpec],
+    traced: Any,
+    spec_classes: tuple[str, ...] = (),
+    seed: int = 0,
 ) -> list[dict[str, Any]]:
     """Gavel's CNN steps: V100 by the model that never saw V100 (NeuSight only), and by
     that model with its level refitted on Gavel's own K80 and P100 steps."""
@@ -133,7 +137,13 @@ def _gavel(
 
     runs = load_e2e_runs(default_neusight_root(), TRAINING_GPUS)
     without_v100 = fit_step_model(
-        data, runs, traced, specs, exclude="Tesla_V100-PCIE-32GB", spec_classes=spec_classes
+        data,
+        runs,
+        traced,
+        specs,
+        exclude="Tesla_V100-PCIE-32GB",
+        spec_classes=spec_classes,
+        seed=seed,
     )
     cache: dict[tuple[str, int], tuple[GpuKernels, int]] = {}
     points = []

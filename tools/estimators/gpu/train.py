@@ -68,19 +68,21 @@ def fit_all(
     data: dict[str, KernelRows],
     exclude: str | tuple[str, ...] | None = None,
     spec_classes: tuple[str, ...] = (),
+    seed: int = 0,
 ) -> GpuStepModel:
     """The per-class shape models on every GPU's kernels but ``exclude``'s (no level);
-    the classes in ``spec_classes`` also take the GPU-spec inputs (``opcost.SPEC_INPUTS``)."""
+    the classes in ``spec_classes`` also take the GPU-spec inputs (``opcost.SPEC_INPUTS``);
+    ``seed``: the kernels' subsample and the trees' (``opcost.fit_class``)."""
     left_out = (exclude,) if isinstance(exclude, str) else tuple(exclude or ())
     classes = {}
     for op_class in OP_CLASSES:
         rows = data[op_class]
         if left_out:
             rows = rows.subset(~np.isin(rows.gpu, left_out))
-        if op_class in spec_classes:
-            classes[op_class] = fit_class(rows, spec_features=True)
-        else:
-            classes[op_class] = fit_class(rows)
+        options: dict[str, Any] = {"spec_features": True} if op_class in spec_classes else {}
+        if seed:
+            options["seed"] = seed
+        classes[op_class] = fit_class(rows, **options)
     return GpuStepModel(classes)
 
 
@@ -130,6 +132,7 @@ def fit_step_model(
     specs: dict[str, GpuSpec],
     exclude: str | None = None,
     spec_classes: tuple[str, ...] = (),
+    seed: int = 0,
 ) -> GpuStepModel:
     """Shape models on the kernels, the level line on the end-to-end runs; both without
     ``exclude`` (the left-out GPU of a leave-one-GPU-out fold).
@@ -138,11 +141,11 @@ def fit_step_model(
     too: a GPU never seen gets shape predictions from trees that never saw it, so the
     level line must map such out-of-sample predictions to whole-model times.
     """
-    model = fit_all(data, exclude=exclude, spec_classes=spec_classes)
+    model = fit_all(data, exclude=exclude, spec_classes=spec_classes, seed=seed)
     levels: dict[str, float] = {}
     for gpu in sorted({r.gpu for r in runs} - {exclude}):
         left_out = tuple(g for g in (exclude, gpu) if g is not None)
-        inner = fit_all(data, exclude=left_out, spec_classes=spec_classes)
+        inner = fit_all(data, exclude=left_out, spec_classes=spec_classes, seed=seed)
         levels |= e2e_levels(inner, [r for r in runs if r.gpu == gpu], traced, specs)
     model.level = fit_level(levels, specs)
     return model

@@ -203,16 +203,16 @@ def test_spec_features_reach_only_the_named_classes_and_folds_still_leave_the_gp
     from tools.estimators.gpu import train
 
     data = _kernel_data()
-    seen: dict[str, tuple[bool, set[str]]] = {}
+    seen: dict[str, tuple[bool, set[str], int]] = {}
 
-    def fake_fit(rows: KernelRows, spec_features: bool = False) -> KernelRows:
-        seen[rows.op_class] = (spec_features, set(rows.gpu.tolist()))
+    def fake_fit(rows: KernelRows, spec_features: bool = False, seed: int = 0) -> KernelRows:
+        seen[rows.op_class] = (spec_features, set(rows.gpu.tolist()), seed)
         return rows
 
     monkeypatch.setattr(train, "fit_class", fake_fit)
-    train.fit_all(data, exclude=("hbm", "gddr"), spec_classes=("linear", "bmm"))
-    assert {c for c, (flag, _) in seen.items() if flag} == {"linear", "bmm"}
-    assert all(gpus == {"hbm2", "hbm3"} for _, gpus in seen.values())
+    train.fit_all(data, exclude=("hbm", "gddr"), spec_classes=("linear", "bmm"), seed=3)
+    assert {c for c, (flag, _, _) in seen.items() if flag} == {"linear", "bmm"}
+    assert all(gpus == {"hbm2", "hbm3"} and seed == 3 for _, gpus, seed in seen.values())
     assert train.spec_classes_arg("all") == OP_CLASSES
     assert train.spec_classes_arg("linear, bmm") == ("linear", "bmm")
     with pytest.raises(argparse.ArgumentTypeError, match="unknown operator class gemm"):
