@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from knowledge_base.errors import InvalidInputError
+from simulations.engine import EASY, simulate_arrays
 from simulations.synth.classes import ClassScheme, fit_classes
 from simulations.synth.clock import TraceClock
 from simulations.synth.columns import (
@@ -45,6 +46,7 @@ __all__ = [
     "SynthMetadata",
     "TraceModel",
     "TrainingData",
+    "easy_queue_s",
     "generate",
     "match_offered_load",
     "mean_backlog_s",
@@ -404,6 +406,34 @@ def mean_backlog_s(table: JobTable, machine_procs: int) -> float:
     return total / max(len(submit), 1)
 
 
+def easy_queue_s(table: JobTable, machine_procs: int) -> float:
+    """The work waiting in an EASY queue, on average over the trace's span, in
+    machine-seconds: EASY backfilling with the requests as estimates (as the fidelity
+    check replays a trace) over the jobs, each waiting job counting what it runs (at most
+    its request) on its processors over the machine's. The time integral of the waiting
+    work is the sum over jobs of work x wait, so this is that sum over the span."""
+    if len(table) < 2:
+        return 0.0
+    submit = np.rint(table.submit_s).astype(np.int64)
+    request = np.maximum(table.requested_time_s.astype(np.int64), 1)
+    run = table.run_s.astype(np.int64)
+    procs = np.minimum(table.procs.astype(np.int64), machine_procs)
+    start, _end, _killed, _reserved = simulate_arrays(
+        submit_s=submit,
+        run_s=run,
+        req_s=request,
+        procs=procs,
+        est_s=request,
+        user=np.maximum(table.user.astype(np.int64), 0),
+        machine_procs=machine_procs,
+        policy=EASY,
+        last2=False,
+    )
+    work = np.minimum(run, request).astype(np.float64) * procs / machine_procs
+    span = float(submit[-1] - submit[0])
+    return float((work * (start - submit)).sum() / max(span, 1.0))
+
+
 _STRENGTHS = (-2.0, 4.0)  # the range searched for the strength that gives the backlog
 
 
@@ -418,6 +448,7 @@ def thin_to_load(
     backlog_scale_s: float | None = None,
     hours: np.ndarray | None = None,
     backlog_target_s: float | None = None,
+    easy_queue_target_s: float | None = None,
 ) -> tuple[JobTable, float]:
     """The first ``n_jobs`` of ``table`` after dropping jobs so that they offer
     ``target_load``; returns them and the share of jobs kept.
@@ -429,7 +460,10 @@ def thin_to_load(
     every session short): at random, or, given ``backlog_scale_s``, admitted less often
     while the fluid backlog of the sessions admitted so far is long
     (:func:`_admit_to_load`; ``hours`` keeps the admission even over the hours of the
-    day), as real users submit less when the machine is backed up; then, in any
+    day), as real users submit less when the machine is backed up, as strongly as makes
+    the first ``n_jobs`` survivors' EASY queue (:func:`easy_queue_s`) the one asked
+    (``easy_queue_target_s``), or else their mean fluid backlog (``backlog_target_s``),
+    or else at strength 1; then, in any
     calendar week still offering more than ``cap_load`` (default ``_CAP`` times the
     target), more sessions are dropped at random down to it. Neither step looks at a
     session's own jobs, so both keep the mix of big and small ones: the cap used to admit
@@ -455,16 +489,21 @@ def thin_to_load(
                 strength=strength,
             )
 
-        if backlog_scale_s is None or backlog_target_s is None:
+        statistic, target = (
+            (easy_queue_s, easy_queue_target_s)
+            if easy_queue_target_s is not None
+            else (mean_backlog_s, backlog_target_s)
+        )
+        if backlog_scale_s is None or target is None:
             keep = admit(1.0)
         else:
-            # The strength whose survivors find, on average, the backlog asked for.
+            # The strength whose survivors' queue is the one asked for.
             low, high = _STRENGTHS
             for _ in range(7):
                 strength = 0.5 * (low + high)
                 keep = admit(strength)
                 kept = _keep_rows(table, keep).take(slice(0, n_jobs))
-                if mean_backlog_s(kept, machine_procs) > backlog_target_s:
+                if statistic(kept, machine_procs) > target:
                     low = strength
                 else:
                     high = strength
@@ -475,9 +514,10 @@ def thin_to_load(
     return capped, float(used.size / (used[-1] + 1)) if used.size else 0.0
 
 
-def _backlog_target(meta: SynthMetadata) -> float | None:
-    """The training trace's mean backlog, when the model recorded it."""
-    value = meta.options.get("mean_backlog_s")
+def _recorded(meta: SynthMetadata, name: str) -> float | None:
+    """A number the model recorded of its training trace (``mean_backlog_s``,
+    ``easy_queue_s``), or None for a model fitted before it was recorded."""
+    value = meta.options.get(name)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -522,7 +562,8 @@ def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool 
             cap_load=max(_CAP * meta.offered_load, peak),
             backlog_scale_s=_BACKLOG_SCALE_S,
             hours=meta.clock.hour_and_weekday(table.submit_s)[0],
-            backlog_target_s=_backlog_target(meta),
+            backlog_target_s=_recorded(meta, "mean_backlog_s"),
+            easy_queue_target_s=_recorded(meta, "easy_queue_s"),
         )
     if match_load and not sequence:
         factor = match_offered_load(

@@ -65,6 +65,7 @@ from simulations.synth.columns import COLUMN_KINDS, MODEL_COLUMNS, TRANSFORMS, T
 from simulations.synth.columns import transform_forward as _forward
 from simulations.synth.generator import (
     SynthMetadata,
+    easy_queue_s,
     mean_backlog_s,
     peak_week_load,
     training_data,
@@ -665,6 +666,7 @@ class SequenceModel:
             "queue_numbers": QUEUE_NUMBERS,
             "peak_week_load": peak_week_load(trace.table, trace.machine_procs),
             "mean_backlog_s": mean_backlog_s(trace.table, trace.machine_procs),
+            "easy_queue_s": easy_queue_s(trace.table, trace.machine_procs),
         }
         metadata = SynthMetadata.of_training(
             trace, data, kind="sequence", seed=seed, options=options

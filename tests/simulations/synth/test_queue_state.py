@@ -12,7 +12,7 @@ import torch
 
 from knowledge_base.errors import InvalidInputError
 from simulations.synth.columns import Trace
-from simulations.synth.generator import mean_backlog_s
+from simulations.synth.generator import easy_queue_s, mean_backlog_s
 from simulations.synth.intensity import OperationalTime
 from simulations.synth.model_files import load_model, save_model
 from simulations.synth.queue_state import QUEUE_NUMBERS, QueueState, job_work
@@ -112,3 +112,7 @@ def test_the_model_remembers_the_backlog_its_trace_found(
     recorded = float(sequence.metadata.options["mean_backlog_s"])
     assert recorded == pytest.approx(mean_backlog_s(sdsc_trace.table, sdsc_trace.machine_procs))
     assert recorded > 0
+    # and to the work its EASY queue held, which takes precedence.
+    queue = float(sequence.metadata.options["easy_queue_s"])
+    assert queue == pytest.approx(easy_queue_s(sdsc_trace.table, sdsc_trace.machine_procs))
+    assert queue > 0

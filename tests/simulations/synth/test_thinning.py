@@ -8,6 +8,7 @@ import pytest
 
 from simulations.synth.columns import JobTable
 from simulations.synth.generator import (
+    easy_queue_s,
     mean_backlog_s,
     offered_load,
     thin_to_load,
@@ -146,4 +147,42 @@ def test_backlog_thinning_finds_the_strength_that_gives_the_backlog_asked(
         backlog_target_s=backlog_h * 3600.0,
     )
     assert mean_backlog_s(thinned, 64) / 3600 == pytest.approx(backlog_h, rel=0.35)
+    assert offered_load(thinned, 64) == pytest.approx(target, rel=0.07)
+
+
+def test_easy_queue_is_the_work_waiting_over_the_span() -> None:
+    # Two machine-hour jobs at 0 and 30 min: the second waits 30 min for the first; a
+    # third at 2 h finds the machine free. One machine-hour waited 30 min over 2 h.
+    table = job_table(np.array([0.0, 1800.0, 7200.0]), np.full(3, 64), np.full(3, 3600.0), users=50)
+    assert easy_queue_s(table, 64) == pytest.approx(3600.0 * 1800.0 / 7200.0)
+    # Backfilling: a 64-wide job waits for a 48-wide one to end at 600 s; a 16-wide job of
+    # 300 s behind it ends before then, so it starts at once.
+    procs, run = np.array([48, 64, 16]), np.array([600.0, 600.0, 300.0])
+    table = job_table(np.array([0.0, 60.0, 120.0]), procs, run, users=50)
+    assert easy_queue_s(table, 64) == pytest.approx(64 * 600.0 / 64 * 540.0 / 120.0)
+    # Without room to backfill (600 s) it waits for the wide one: 1,080 s.
+    table = job_table(np.array([0.0, 60.0, 120.0]), procs, np.full(3, 600.0), users=50)
+    assert easy_queue_s(table, 64) == pytest.approx((600.0 * 540.0 + 150.0 * 1080.0) / 120.0)
+
+
+@pytest.mark.parametrize("queue_h", [5.0, 20.0, 100.0])
+def test_backlog_thinning_finds_the_strength_that_gives_the_easy_queue_asked(
+    queue_h: float,
+) -> None:
+    # The bursty weeks keep ~315 h of work waiting in EASY; thinned at random to the
+    # load, ~13 h. The EASY queue asked for takes precedence over a backlog asked for.
+    table = _bursty(np.random.default_rng(0))
+    target = offered_load(table, 64) / 1.4
+    thinned, _ = thin_to_load(
+        table,
+        target_load=target,
+        machine_procs=64,
+        n_jobs=len(table),
+        rng=np.random.default_rng(1),
+        cap_load=10.0,
+        backlog_scale_s=8 * 3600.0,
+        backlog_target_s=2 * 3600.0,
+        easy_queue_target_s=queue_h * 3600.0,
+    )
+    assert easy_queue_s(thinned, 64) / 3600 == pytest.approx(queue_h, rel=0.35)
     assert offered_load(thinned, 64) == pytest.approx(target, rel=0.07)
