@@ -435,6 +435,9 @@ def easy_queue_s(table: JobTable, machine_procs: int) -> float:
 
 
 _STRENGTHS = (-2.0, 4.0)  # the range searched for the strength that gives the backlog
+# searched further up to this when every step still left too long a queue (LANL-CM5,
+# whose real EASY queue is 0.3 h: at 4 the admission barely sees an 8 h scale)
+_MAX_STRENGTH = 16.0
 
 
 def thin_to_load(
@@ -499,7 +502,8 @@ def thin_to_load(
         else:
             # The strength whose survivors' queue is the one asked for.
             low, high = _STRENGTHS
-            for _ in range(7):
+            bound, steps = high, 7
+            while steps:
                 strength = 0.5 * (low + high)
                 keep = admit(strength)
                 kept = _keep_rows(table, keep).take(slice(0, n_jobs))
@@ -507,6 +511,12 @@ def thin_to_load(
                     low = strength
                 else:
                     high = strength
+                steps -= 1
+                if not steps and high == bound < _MAX_STRENGTH:
+                    # Every step left too long a queue: search above the range (the
+                    # strengths below it are unchanged, so are their results).
+                    low, high = bound, min(4 * bound, _MAX_STRENGTH)
+                    bound, steps = high, 7
     thinned = _keep_rows(table, keep)
     admitted = _thin_weeks_under_cap(thinned, cap, machine_procs, rng)
     capped = _keep_rows(thinned, admitted).take(slice(0, n_jobs))
