@@ -127,13 +127,10 @@ def test_mean_backlog_is_the_fluid_queue_each_job_finds() -> None:
     assert mean_backlog_s(table, 64) == pytest.approx((0.0 + 1800.0 + 0.0) / 3)
 
 
-@pytest.mark.parametrize("backlog_h", [2.0, 10.0, 30.0])
-def test_backlog_thinning_finds_the_strength_that_gives_the_backlog_asked(
-    backlog_h: float,
-) -> None:
-    # The bursty weeks find 256 h of backlog on average; at random thinning to the load,
-    # about 16 h. Asked for less, admission holds back more while the queue is long;
-    # asked for more, it admits more while it is long (negative strength).
+def _thin_bursty_to_queue(
+    *, backlog_target_s: float, easy_queue_target_s: float | None = None
+) -> tuple[JobTable, float]:
+    """The bursty trace thinned to 1/1.4 of its load and to the queue asked; and that load."""
     table = _bursty(np.random.default_rng(0))
     target = offered_load(table, 64) / 1.4
     thinned, _ = thin_to_load(
@@ -144,8 +141,20 @@ def test_backlog_thinning_finds_the_strength_that_gives_the_backlog_asked(
         rng=np.random.default_rng(1),
         cap_load=10.0,
         backlog_scale_s=8 * 3600.0,
-        backlog_target_s=backlog_h * 3600.0,
+        backlog_target_s=backlog_target_s,
+        easy_queue_target_s=easy_queue_target_s,
     )
+    return thinned, target
+
+
+@pytest.mark.parametrize("backlog_h", [2.0, 10.0, 30.0])
+def test_backlog_thinning_finds_the_strength_that_gives_the_backlog_asked(
+    backlog_h: float,
+) -> None:
+    # The bursty weeks find 256 h of backlog on average; at random thinning to the load,
+    # about 16 h. Asked for less, admission holds back more while the queue is long;
+    # asked for more, it admits more while it is long (negative strength).
+    thinned, target = _thin_bursty_to_queue(backlog_target_s=backlog_h * 3600.0)
     assert mean_backlog_s(thinned, 64) / 3600 == pytest.approx(backlog_h, rel=0.35)
     assert offered_load(thinned, 64) == pytest.approx(target, rel=0.07)
 
@@ -172,18 +181,8 @@ def test_backlog_thinning_finds_the_strength_that_gives_the_easy_queue_asked(
     # The bursty weeks keep ~315 h of work waiting in EASY; thinned at random to the
     # load, ~13 h. The EASY queue asked for takes precedence over a backlog asked for.
     # 1 h needs a strength above 4, where the search first looks (1.9 h there).
-    table = _bursty(np.random.default_rng(0))
-    target = offered_load(table, 64) / 1.4
-    thinned, _ = thin_to_load(
-        table,
-        target_load=target,
-        machine_procs=64,
-        n_jobs=len(table),
-        rng=np.random.default_rng(1),
-        cap_load=10.0,
-        backlog_scale_s=8 * 3600.0,
-        backlog_target_s=2 * 3600.0,
-        easy_queue_target_s=queue_h * 3600.0,
+    thinned, target = _thin_bursty_to_queue(
+        backlog_target_s=2 * 3600.0, easy_queue_target_s=queue_h * 3600.0
     )
     assert easy_queue_s(thinned, 64) / 3600 == pytest.approx(queue_h, rel=0.35)
     assert offered_load(thinned, 64) == pytest.approx(target, rel=0.07)
