@@ -23,6 +23,12 @@ def gpus(plan: PlannedOption) -> int:
     return plan.option.nodes * plan.option.gpus_per_node
 
 
+def _percent(step: float, efficiency: float) -> str:
+    """The efficiency as a percentage, with a decimal where whole percents would read as the bar."""
+    whole = f"{step:.0%}"
+    return f"{step:.1%}" if whole == f"{efficiency:.0%}" else whole
+
+
 def _left_out(plan: PlannedOption, base: PlannedOption, efficiency: float) -> Infeasible:
     more, fewer = gpus(plan), gpus(base)
     speedup = base.expected_run_s / plan.expected_run_s if plan.expected_run_s > 0 else 0.0
@@ -37,7 +43,8 @@ def _left_out(plan: PlannedOption, base: PlannedOption, efficiency: float) -> In
         batch_size=option.batch_size,
         constraint="gpu_efficiency",
         reason=(
-            f"{more} GPUs would run {speedup:.2f}x as fast as {fewer} ({step:.0%} efficiency; "
+            f"{more} GPUs would run {speedup:.2f}x as fast as {fewer} "
+            f"({_percent(step, efficiency)} efficiency; "
             f"an added GPU must give {efficiency:.0%}, PlanningConfig.gpu_efficiency)"
         ),
         shortfall=efficiency / step - 1 if step > 0 else None,

@@ -56,3 +56,10 @@ def test_every_kept_step_pays_and_no_limit_brings_the_gpus_back(catalog: Catalog
     unlimited = plan(small, catalog, now=NOW, config=PlanningConfig(gpu_efficiency=0))
     assert max(gpus(p) for p in unlimited.ranked) > 1
     assert not any(i.constraint == "gpu_efficiency" for i in unlimited.infeasible)
+
+
+def test_an_efficiency_just_under_the_bar_does_not_read_as_the_bar() -> None:
+    from tools.planning.gpu_scaling import _percent
+
+    assert _percent(0.695, 0.7) == "69.5%"  # whole percents said "70% efficiency; must give 70%"
+    assert _percent(0.68, 0.7) == "68%"
