@@ -197,7 +197,7 @@ def main() -> int:
         default=(),
         metavar="CLASSES",
         help="those classes' shape trees also take the GPU-spec inputs (train.py "
-        "--spec-features; 'all' or comma-separated classes)",
+        "--spec-features; 'all' or comma-separated classes; the shipped model uses 'all')",
     )
     parser.add_argument(
         "--family-out",

@@ -450,7 +450,8 @@ def main(argv: list[str] | None = None) -> int:
         default=(),
         metavar="CLASSES",
         help="comma-separated operator classes (or 'all') whose shape trees also take the "
-        "GPU-spec inputs (opcost.SPEC_INPUTS; not shipped: see docs/estimators.md section 8)",
+        "GPU-spec inputs (opcost.SPEC_INPUTS); the shipped model (gpu-opcost-20261126) is "
+        "trained with 'all': see docs/estimators.md section 8",
     )
     parser.add_argument(
         "--traced-cache",
