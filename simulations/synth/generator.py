@@ -501,13 +501,18 @@ def thin_to_load(
             keep = admit(1.0)
         else:
             # The strength whose survivors' queue is the one asked for.
+            # The queue is not monotone in the strength everywhere, so the last step of
+            # the bisection need not be the closest: the closest one tried is kept.
             low, high = _STRENGTHS
             bound, steps = high, 7
+            closest = np.inf
             while steps:
                 strength = 0.5 * (low + high)
-                keep = admit(strength)
-                kept = _keep_rows(table, keep).take(slice(0, n_jobs))
-                if statistic(kept, machine_procs) > target:
+                tried = admit(strength)
+                found = statistic(_keep_rows(table, tried).take(slice(0, n_jobs)), machine_procs)
+                if abs(found - target) < closest:
+                    closest, keep = abs(found - target), tried
+                if found > target:
                     low = strength
                 else:
                     high = strength

@@ -186,3 +186,25 @@ def test_backlog_thinning_finds_the_strength_that_gives_the_easy_queue_asked(
     )
     assert easy_queue_s(thinned, 64) / 3600 == pytest.approx(queue_h, rel=0.35)
     assert offered_load(thinned, 64) == pytest.approx(target, rel=0.07)
+
+
+def test_the_strength_kept_is_the_closest_tried_when_the_queue_is_not_monotone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # CTC-SP2 seed 2: the bisection's last step left a 22.3 h queue against 10.5 h asked,
+    # though an earlier step had come closer. Here the queue each step finds is given:
+    # the second step is the closest and its survivors must be what is returned.
+    import simulations.synth.generator as generator
+
+    found = iter([20.0, 10.2, 15.0, 14.0, 13.0, 12.0, 11.0] * 3)
+    seen: list[JobTable] = []
+
+    def scripted_queue(kept: JobTable, machine_procs: int) -> float:
+        seen.append(kept)
+        return next(found) * 3600.0
+
+    monkeypatch.setattr(generator, "easy_queue_s", scripted_queue)
+    thinned, _ = _thin_bursty_to_queue(backlog_target_s=3600.0, easy_queue_target_s=10 * 3600.0)
+    assert len(seen) >= 3
+    assert np.array_equal(thinned.submit_s, seen[1].submit_s)
+    assert not np.array_equal(thinned.submit_s, seen[-1].submit_s)
