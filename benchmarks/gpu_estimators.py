@@ -11,7 +11,7 @@ end-to-end runs) are refitted without it, and it is predicted:
 2. end to end, NeuSight's whole-model runs on it (``train``: forward + backward;
    ``inf``: forward);
 
-(with ``--spec-features CLASSES``, those classes' shape trees also take the GPU-spec
+(``--spec-features CLASSES``, default all as shipped: those classes' shape trees take the GPU-spec
 inputs, ``opcost.SPEC_INPUTS``; with ``--in-model``, the shape trees also learn from the
 in-model node latencies of the other GPUs' runs, and each class's left-out in-model
 nodes are scored too; the training runs' forward and backward are compared apart,
@@ -194,10 +194,11 @@ def main() -> int:
     parser.add_argument(
         "--spec-features",
         type=spec_classes_arg,
-        default=(),
+        default=OP_CLASSES,
         metavar="CLASSES",
         help="those classes' shape trees also take the GPU-spec inputs (train.py "
-        "--spec-features; 'all' or comma-separated classes; the shipped model uses 'all')",
+        "--spec-features; 'all', the default and the shipped model's, 'none' or "
+        "comma-separated classes)",
     )
     parser.add_argument(
         "--family-out",

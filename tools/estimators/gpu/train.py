@@ -12,8 +12,10 @@ on it). The end-to-end log residuals of those folds calibrate p10/p90
 the shared NeuSight data (``RIGHTSIZE_NEUSIGHT`` overrides its folder). ``--in-model``
 adds the in-model node latencies of the end-to-end runs to the shape trees' rows
 (``inmodel``; a left-out GPU's go with its kernels); ``--spec-features CLASSES`` gives
-those classes' trees the GPU-spec inputs (``opcost.SPEC_INPUTS``). The shipped model is
-fitted without either (docs/estimators.md section 8 says why).
+those classes' trees the GPU-spec inputs (``opcost.SPEC_INPUTS``; default ``all``,
+``none`` for the shape trees without them). The shipped model is fitted with the spec
+inputs in every class and without the in-model nodes (docs/estimators.md section 8 says
+why), so the plain command rebuilds it.
 """
 
 from __future__ import annotations
@@ -319,16 +321,18 @@ def validate_family_out(
 
 
 def spec_classes_arg(text: str) -> tuple[str, ...]:
-    """``--spec-features``: 'all' or comma-separated operator classes (an unknown one is
-    named with the known ones)."""
+    """``--spec-features``: 'all', 'none' or comma-separated operator classes (an unknown
+    one is named with the known ones)."""
     if text.strip() == "all":
         return OP_CLASSES
+    if text.strip() == "none":
+        return ()
     classes = tuple(c.strip() for c in text.split(",") if c.strip())
     unknown = [c for c in classes if c not in OP_CLASSES]
     if unknown or not classes:
         named = ", ".join(unknown) if unknown else repr(text)
         raise argparse.ArgumentTypeError(
-            f"unknown operator class {named} (known: all, {', '.join(OP_CLASSES)})"
+            f"unknown operator class {named} (known: all, none, {', '.join(OP_CLASSES)})"
         )
     return classes
 
@@ -447,11 +451,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--spec-features",
         type=spec_classes_arg,
-        default=(),
+        default=OP_CLASSES,
         metavar="CLASSES",
-        help="comma-separated operator classes (or 'all') whose shape trees also take the "
-        "GPU-spec inputs (opcost.SPEC_INPUTS); the shipped model (gpu-opcost-20261126) is "
-        "trained with 'all': see docs/estimators.md section 8",
+        help="comma-separated operator classes, 'all' (default: the shipped model, "
+        "gpu-opcost-20261126) or 'none', whose shape trees also take the GPU-spec inputs "
+        "(opcost.SPEC_INPUTS): see docs/estimators.md section 8",
     )
     parser.add_argument(
         "--traced-cache",
@@ -489,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         + (f"; GPU-spec inputs in the {','.join(spec_classes)} trees" if spec_classes else ""),
         "retrain": "python -m tools.estimators.gpu.train --out data/gpu_models/opcost.json"
         + (" --in-model" if args.in_model else "")
-        + (f" --spec-features {','.join(spec_classes)}" if spec_classes else ""),
+        + f" --spec-features {','.join(spec_classes) if spec_classes else 'none'}",
         "fit_seconds": round(time.perf_counter() - started, 1),
         "validation": {
             "method": "leave one GPU out: shape models (its kernels and its runs' nodes) "

@@ -214,6 +214,7 @@ def test_spec_features_reach_only_the_named_classes_and_folds_still_leave_the_gp
     assert {c for c, (flag, _, _) in seen.items() if flag} == {"linear", "bmm"}
     assert all(gpus == {"hbm2", "hbm3"} and seed == 3 for _, gpus, seed in seen.values())
     assert train.spec_classes_arg("all") == OP_CLASSES
+    assert train.spec_classes_arg("none") == ()
     assert train.spec_classes_arg("linear, bmm") == ("linear", "bmm")
     with pytest.raises(argparse.ArgumentTypeError, match="unknown operator class gemm"):
         train.spec_classes_arg("linear,gemm")
