@@ -97,7 +97,11 @@ def _zoo_params(workload: DNNTraining) -> tuple[str, dict[str, int]] | None:
         return None
     family, params = found
     if family.kind == "image" and len(workload.input_shape) == 3:
-        params["image_size"] = workload.input_shape[-1]
+        # The zoo's image models are built for square inputs; a height x width input is
+        # traced at the square of the same pixel count, so the convolutions' work and the
+        # activations' size (both in proportion to height x width) are the input's.
+        height, width = workload.input_shape[-2], workload.input_shape[-1]
+        params["image_size"] = max(1, round(math.sqrt(height * width)))
     return family.name, {**family.defaults(), **params}
 
 
