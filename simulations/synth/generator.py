@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from knowledge_base.errors import InvalidInputError
 from simulations.engine import EASY, simulate_arrays
@@ -48,6 +48,7 @@ __all__ = [
     "TrainingData",
     "easy_queue_s",
     "generate",
+    "hour_of_day_shares",
     "match_offered_load",
     "mean_backlog_s",
     "offered_load",
@@ -89,6 +90,23 @@ class SynthMetadata(BaseModel):
     seed: int
     fit_seconds: float = Field(ge=0)
     options: dict[str, float | int | str | bool] = Field(default_factory=dict)
+    hour_of_day_shares: list[float] | None = Field(
+        default=None,
+        min_length=24,
+        max_length=24,
+        description="The training trace's share of submissions per local hour 0-23 (a "
+        "sequence model's thinning keeps this profile); None in a file written before it "
+        "was recorded (format 2), whose thinning keeps the drawn profile instead",
+    )
+
+    @field_validator("hour_of_day_shares")
+    @classmethod
+    def _shares(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None and (
+            min(value) < 0 or not np.isfinite(value).all() or abs(sum(value) - 1.0) > 1e-3
+        ):
+            raise ValueError("24 non-negative shares summing to 1")
+        return value
 
     @property
     def clock(self) -> TraceClock:
@@ -126,6 +144,7 @@ class SynthMetadata(BaseModel):
             seed=seed,
             fit_seconds=fit_seconds,
             options=options,
+            hour_of_day_shares=hour_of_day_shares(trace.table, trace.clock).tolist(),
         )
 
 
@@ -159,6 +178,15 @@ class TrainingData:
     scheme: ClassScheme
     statuses: list[int]
     offered_load: float
+
+
+def hour_of_day_shares(table: JobTable, clock: TraceClock) -> np.ndarray:
+    """The share of ``table``'s submissions in each local hour of the day (24 numbers,
+    what the fidelity check's hour-of-day profile counts); zeros for an empty table."""
+    hour = clock.hour_and_weekday(table.submit_s)[0]
+    counts = np.bincount(hour, minlength=24).astype(np.float64)
+    out: np.ndarray = counts / max(counts.sum(), 1.0)
+    return out
 
 
 def offered_load(table: JobTable, machine_procs: int) -> float:
@@ -340,6 +368,7 @@ def _admit_to_load(
     backlog_scale_s: float | None,
     hours: np.ndarray | None,
     strength: float = 1.0,
+    hour_shares: np.ndarray | None = None,
 ) -> np.ndarray:
     """Which jobs are kept, whole units at a time, at the admission share (found by
     bisection) that leaves ``target_load`` in the first ``n_jobs`` kept: each unit with
@@ -348,14 +377,18 @@ def _admit_to_load(
 
     ``hours`` (each job's local hour of day): sessions are then admitted as often at
     every hour of the day (per-hour factors from one first pass), or the busy hours, when the
-    backlog is longest, would lose more than the night and the daily cycle flatten."""
+    backlog is longest, would lose more than the night and the daily cycle flatten.
+    ``hour_shares`` (24 shares, with ``hours``): the factors instead make the first
+    ``n_jobs`` kept submit in those shares per hour (the training trace's profile; the
+    drawn one may miss it by TV 0.03-0.07), from ``_HOUR_ROUNDS`` passes, each correcting
+    the one before on the same uniforms."""
     unit = _thinning_units(table)
     units = int(unit.max()) + 1
     first = np.zeros(units, dtype=np.int64)
     first[unit[::-1]] = np.arange(unit.size)[::-1]  # each unit's first job
     unit_hour = hours[first] if hours is not None else np.zeros(units, dtype=np.int64)
     factor = np.ones(units)
-    rounds = 2 if hours is not None else 1
+    rounds = 1 if hours is None else 2 if hour_shares is None else _HOUR_ROUNDS
 
     def admit(share: np.ndarray) -> np.ndarray:
         if backlog_scale_s is None:
@@ -377,7 +410,14 @@ def _admit_to_load(
             else:
                 low = share
         keep = admit(low * factor)
-        if round_ + 1 < rounds:
+        if round_ + 1 < rounds and hours is not None and hour_shares is not None:
+            # Jobs kept per hour against the shares asked: each hour's units are admitted
+            # that much more (or less) often in the next pass.
+            first_kept = np.flatnonzero(keep)[:n_jobs]
+            kept_share = np.bincount(hours[first_kept], minlength=24) / max(first_kept.size, 1)
+            correction = np.clip(hour_shares / np.maximum(kept_share, 1e-3), 0.5, 2.0)
+            factor *= np.where(hour_shares > 0, correction, 1.0)[unit_hour]
+        elif round_ + 1 < rounds:
             admitted = np.zeros(units, dtype=bool)
             admitted[unit[keep]] = True
             rate = np.bincount(unit_hour, weights=admitted, minlength=24) / np.maximum(
@@ -434,6 +474,8 @@ def easy_queue_s(table: JobTable, machine_procs: int) -> float:
     return float((work * (start - submit)).sum() / max(span, 1.0))
 
 
+_HOUR_ROUNDS = 3  # admission passes when the hour profile asked for is given
+
 _STRENGTHS = (-2.0, 4.0)  # the range searched for the strength that gives the backlog
 # searched further up to this when every step still left too long a queue (LANL-CM5,
 # whose real EASY queue is 0.3 h: at 4 the admission barely sees an 8 h scale)
@@ -452,6 +494,7 @@ def thin_to_load(
     hours: np.ndarray | None = None,
     backlog_target_s: float | None = None,
     easy_queue_target_s: float | None = None,
+    hour_shares: np.ndarray | None = None,
 ) -> tuple[JobTable, float]:
     """The first ``n_jobs`` of ``table`` after dropping jobs so that they offer
     ``target_load``; returns them and the share of jobs kept.
@@ -463,7 +506,8 @@ def thin_to_load(
     every session short): at random, or, given ``backlog_scale_s``, admitted less often
     while the fluid backlog of the sessions admitted so far is long
     (:func:`_admit_to_load`; ``hours`` keeps the admission even over the hours of the
-    day), as real users submit less when the machine is backed up, as strongly as makes
+    day, or, with ``hour_shares``, makes the survivors' hour-of-day profile those
+    shares), as real users submit less when the machine is backed up, as strongly as makes
     the first ``n_jobs`` survivors' EASY queue (:func:`easy_queue_s`) the one asked
     (``easy_queue_target_s``), or else their mean fluid backlog (``backlog_target_s``),
     or else at strength 1; then, in any
@@ -473,6 +517,12 @@ def thin_to_load(
     jobs one by one while the trailing week had room, which dropped big jobs rather than
     small ones wherever a trace ran at the cap.
     """
+    if hour_shares is not None and (hours is None or np.shape(hour_shares) != (24,)):
+        raise InvalidInputError(
+            "hour_shares are 24 shares, one per local hour, and need each job's hour",
+            field="hour_shares",
+            value=np.shape(hour_shares),
+        )
     cap = _CAP * target_load if cap_load is None else cap_load
     head = table.take(slice(0, int(np.ceil(n_jobs * _SEQUENCE_MARGIN))))
     load = offered_load(head, machine_procs)
@@ -490,6 +540,7 @@ def thin_to_load(
                 backlog_scale_s=backlog_scale_s,
                 hours=hours,
                 strength=strength,
+                hour_shares=hour_shares,
             )
 
         statistic, target = (
@@ -579,6 +630,9 @@ def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool 
             hours=meta.clock.hour_and_weekday(table.submit_s)[0],
             backlog_target_s=_recorded(meta, "mean_backlog_s"),
             easy_queue_target_s=_recorded(meta, "easy_queue_s"),
+            hour_shares=None
+            if meta.hour_of_day_shares is None
+            else np.asarray(meta.hour_of_day_shares, dtype=np.float64),
         )
     if match_load and not sequence:
         factor = match_offered_load(

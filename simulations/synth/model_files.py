@@ -28,9 +28,12 @@ from simulations.synth.tvae import TVAEModel
 __all__ = ["FORMAT", "FORMAT_VERSION", "fit_model", "load_model", "save_model"]
 
 FORMAT = "rightsize.synth"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 # Version 2: sequence models condition on the queue state (simulations.synth.queue_state);
 # a version-1 sequence file has a network of another shape and must be refitted.
+# Version 3: the metadata records the training trace's hour-of-day shares, which a
+# sequence model's thinning keeps; a version-2 file loads without them (None) and thins
+# as before, keeping the drawn profile.
 _SEQUENCE_SINCE = 2
 
 

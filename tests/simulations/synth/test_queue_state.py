@@ -12,11 +12,18 @@ import torch
 
 from knowledge_base.errors import InvalidInputError
 from simulations.synth.columns import Trace
-from simulations.synth.generator import easy_queue_s, mean_backlog_s
+from simulations.synth.generator import (
+    SynthMetadata,
+    easy_queue_s,
+    generate,
+    hour_of_day_shares,
+    mean_backlog_s,
+)
 from simulations.synth.intensity import OperationalTime
 from simulations.synth.model_files import load_model, save_model
 from simulations.synth.queue_state import QUEUE_NUMBERS, QueueState, job_work
 from simulations.synth.sequence import _QUEUE_AT, SequenceModel, _History
+from simulations.synth.temporal import time_profile
 
 
 def test_the_backlog_drains_at_the_machines_rate_and_never_goes_negative() -> None:
@@ -116,3 +123,45 @@ def test_the_model_remembers_the_backlog_its_trace_found(
     queue = float(sequence.metadata.options["easy_queue_s"])
     assert queue == pytest.approx(easy_queue_s(sdsc_trace.table, sdsc_trace.machine_procs))
     assert queue > 0
+
+
+def test_the_model_remembers_its_traces_hour_profile_and_thinning_keeps_it(
+    sequence: SequenceModel, sdsc_trace: Trace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The shares the fidelity check's hour-of-day profile counts on the training trace.
+    shares = sequence.metadata.hour_of_day_shares
+    assert shares is not None
+    profile = time_profile(sdsc_trace.table, sdsc_trace.clock).hour_of_day
+    np.testing.assert_allclose(shares, profile, atol=1e-5)
+    np.testing.assert_allclose(hour_of_day_shares(sdsc_trace.table, sdsc_trace.clock), shares)
+    # generate hands them to the thinning.
+    import simulations.synth.generator as generator
+
+    given: list[object] = []
+    thin = generator.thin_to_load
+
+    def spy(*args: object, **kwargs: object) -> object:
+        given.append(kwargs.get("hour_shares"))
+        return thin(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(generator, "thin_to_load", spy)
+    generate(sequence, 300, seed=0)
+    np.testing.assert_allclose(np.asarray(given[0]), shares)
+    # A format-2 file, written before the shares were recorded, loads without them
+    # (thinning then keeps the drawn profile, as it did).
+    path = save_model(sequence, tmp_path / "sequence.pt")
+    payload = torch.load(path, weights_only=True)
+    payload["format_version"] = 2
+    del payload["metadata"]["hour_of_day_shares"]
+    torch.save(payload, path)
+    assert load_model(path).metadata.hour_of_day_shares is None
+    generate(load_model(path), 300, seed=0)
+    assert given[-1] is None
+
+
+def test_hour_shares_that_are_not_shares_are_refused(sequence: SequenceModel) -> None:
+    data = sequence.metadata.model_dump(mode="json")
+    for bad in ([1 / 24] * 23, [0.5] * 24, [-1 / 24] + [2 / 24] + [1 / 24] * 22):
+        data["hour_of_day_shares"] = bad
+        with pytest.raises(ValueError, match="hour_of_day_shares"):
+            SynthMetadata.model_validate(data)

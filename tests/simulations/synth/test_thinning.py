@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from knowledge_base.errors import InvalidInputError
 from simulations.synth.columns import JobTable
 from simulations.synth.generator import (
     easy_queue_s,
@@ -118,6 +119,70 @@ def test_backlog_thinning_keeps_the_hour_of_day_profile_when_given_the_hours() -
     # One round of per-hour factors: 0.039 against 0.104 without.
     assert tv["with"] < 0.05
     assert tv["with"] < tv["without"] / 2
+
+
+def test_thinning_given_the_training_hour_shares_makes_the_survivors_profile_them() -> None:
+    # The drawn trace submits 4x the night's rate in office hours, the training trace 3x
+    # (TV 0.055 between their profiles, as far as a sequence model's draws miss): even
+    # admission over the hours keeps the drawn profile; given the training shares, the
+    # survivors take the training profile (0.004 after three passes, 0.011 after two).
+    rng = np.random.default_rng(7)
+    hours_of_day = np.arange(24)
+    office = (hours_of_day >= 9) & (hours_of_day < 18)
+    drawn_rate = np.where(office, 4.0, 1.0)
+    training = np.where(office, 3.0, 1.0) / np.where(office, 3.0, 1.0).sum()
+    per_hour = rng.poisson(np.tile(drawn_rate, 60) * 3.0)
+    submit = np.sort(
+        np.concatenate(
+            [h * 3600 + rng.uniform(0, 3600, k) for h, k in enumerate(per_hour.tolist())]
+        )
+    )
+    submit -= submit[0]
+    n = submit.size
+    table = job_table(submit, np.full(n, 4), np.full(n, 5400.0), users=50)
+    hours = ((submit // 3600) % 24).astype(np.int64)
+    target = offered_load(table, 64) / 1.6
+
+    def tv_to_training(t: JobTable) -> float:
+        counts = np.bincount(((t.submit_s // 3600) % 24).astype(np.int64), minlength=24)
+        return float(0.5 * np.abs(counts / counts.sum() - training).sum())
+
+    assert tv_to_training(table) > 0.045
+    tv = {}
+    for label, shares in (("even", None), ("training", training)):
+        thinned, _ = thin_to_load(
+            table,
+            target_load=target,
+            machine_procs=64,
+            n_jobs=n // 2,
+            rng=np.random.default_rng(1),
+            cap_load=10.0,
+            backlog_scale_s=3600.0,
+            hours=hours,
+            hour_shares=shares,
+        )
+        tv[label] = tv_to_training(thinned)
+        assert offered_load(thinned, 64) == pytest.approx(target, rel=0.08)
+    assert tv["even"] > 0.045
+    assert tv["training"] < 0.015
+
+
+def test_hour_shares_without_hours_or_not_24_are_refused() -> None:
+    table = _bursty(np.random.default_rng(0))
+    hours = ((table.submit_s // 3600) % 24).astype(np.int64)
+    for given, shares in ((None, np.full(24, 1 / 24)), (hours, np.full(12, 1 / 12))):
+        with pytest.raises(InvalidInputError, match="24 shares") as caught:
+            thin_to_load(
+                table,
+                target_load=offered_load(table, 64) / 2,
+                machine_procs=64,
+                n_jobs=1000,
+                rng=np.random.default_rng(0),
+                backlog_scale_s=3600.0,
+                hours=given,
+                hour_shares=shares,
+            )
+        assert caught.value.field == "hour_shares"
 
 
 def test_mean_backlog_is_the_fluid_queue_each_job_finds() -> None:
