@@ -108,7 +108,9 @@ def main() -> None:
     port = _port()
     deps = ServerDeps(
         open_kb=open_kb,
-        open_executor=lambda system: SimulatedCluster(system=system),
+        open_executor=lambda system: SimulatedCluster(
+            nodes=4, cores_per_node=48, memory_mb_per_node=192_000, system=system
+        ),
         stdio_user=spec["user"],
     )
     server = build_server(

@@ -67,7 +67,9 @@ def make_deps(url: str, user: str = "alice", bus: Bus | None = None) -> ServerDe
 
     return ServerDeps(
         open_kb=open_kb,
-        open_executor=lambda system: SimulatedCluster(system=system),
+        open_executor=lambda system: SimulatedCluster(
+            nodes=4, cores_per_node=48, memory_mb_per_node=192_000, system=system
+        ),
         stdio_user=user,
         open_bus=open_bus if bus is not None else None,
         allow_model_code=True,

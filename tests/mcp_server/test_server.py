@@ -385,3 +385,26 @@ async def test_http_lists_calls_reads_and_isolates_users(http_server: HttpServer
         theirs = json.loads((await alice.read_resource("rightsize://plans")).contents[0].text)
         assert theirs == {"user": "alice", "plans": []}
         assert data(await alice.call_tool("list_systems", {"center": "TACC"}))
+
+
+async def test_plan_status_asks_the_batch_system_about_the_plans_jobs(kb_url: str) -> None:
+    # A plan with a job id: get_plan_status opens the system's executor and asks it.
+    # The deps' executor factory was once called with arguments SimulatedCluster no
+    # longer takes, which only a plan with a job id reaches.
+    from knowledge_base.records import CascadeSegment, SegmentState
+
+    async with Client(build_server(make_deps(kb_url))) as client:
+        built = data(await client.call_tool("build_plan", {"workload": resnet_spec()}))
+        kb = open_knowledge_base(kb_url)
+        try:
+            plan = await kb.get_plan(built["plan_id"])
+            segment = CascadeSegment(
+                index=0, walltime_s=600, job_id="4242", state=SegmentState.PENDING
+            )
+            await kb.put_plan(plan.model_copy(update={"segments": [segment]}))
+        finally:
+            await kb.close()
+        status = data(await client.call_tool("get_plan_status", {"plan_id": built["plan_id"]}))
+    # The simulated cluster never saw job 4242: a per-job error, not a failed tool call.
+    assert status["jobs"] == [] and len(status["job_errors"]) == 1
+    assert status["job_errors"][0].startswith("4242: ")
