@@ -17,6 +17,7 @@ machine for what the real one did; ``match_load=False`` turns it off.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -53,6 +54,8 @@ __all__ = [
     "mean_backlog_s",
     "offered_load",
     "peak_week_load",
+    "short_backlog_ratio",
+    "short_run",
     "swf_jobs",
     "thin_to_load",
     "training_data",
@@ -330,19 +333,29 @@ def _admit_by_backlog(
     backlog_scale_s: float,
     machine_procs: int,
     strength: float = 1.0,
+    short_tilt: tuple[np.ndarray, float, float] | None = None,
 ) -> np.ndarray:
     """Sessions admitted in submit order, each at its first job with probability
     ``min(1, share[unit] * (1 + backlog / backlog_scale_s) ** -strength)`` (``strength``
     0: at random; above 0 fewer while the queue is long; below 0 more), the backlog
     being the fluid queue of the jobs admitted so far (machine-seconds, drained at the
     machine's rate); ``u``: one uniform per unit. Whether a session is admitted does not
-    depend on its own jobs, so the survivors keep the mix of big and small jobs."""
+    depend on its own jobs, so the survivors keep the mix of big and small jobs.
+
+    ``short_tilt`` (which units are short-run, a tilt, its normalizer): those units'
+    probability is further times ``(1 + backlog / backlog_scale_s) ** -tilt / normalizer``,
+    as real users submit short jobs more when the machine is not backed up."""
     submit = table.submit_s.astype(np.float64)
     work = (
         np.minimum(table.run_s, table.requested_time_s).astype(np.float64)
         * np.minimum(table.procs, machine_procs)
         / machine_procs
     ).tolist()
+    short_unit, tilt, normalizer = (
+        (short_tilt[0].tolist(), short_tilt[1], short_tilt[2])
+        if short_tilt is not None
+        else ([], 0.0, 1.0)
+    )
     decided = np.zeros(u.size, dtype=np.int8)  # 0 undecided, 1 admitted, -1 dropped
     keep = np.zeros(submit.size, dtype=bool)
     backlog, now = 0.0, float(submit[0]) if submit.size else 0.0
@@ -350,7 +363,10 @@ def _admit_by_backlog(
         backlog = max(backlog - (at - now), 0.0)
         now = at
         if decided[job_unit] == 0:
-            p = share[job_unit] * (1.0 + backlog / backlog_scale_s) ** -strength
+            x = 1.0 + backlog / backlog_scale_s
+            p = share[job_unit] * x**-strength
+            if short_tilt is not None and short_unit[job_unit]:
+                p *= x**-tilt / normalizer
             decided[job_unit] = 1 if u[job_unit] < p else -1
         if decided[job_unit] == 1:
             keep[i] = True
@@ -369,6 +385,7 @@ def _admit_to_load(
     hours: np.ndarray | None,
     strength: float = 1.0,
     hour_shares: np.ndarray | None = None,
+    short_tilt: tuple[float, float] | None = None,
 ) -> np.ndarray:
     """Which jobs are kept, whole units at a time, at the admission share (found by
     bisection) that leaves ``target_load`` in the first ``n_jobs`` kept: each unit with
@@ -381,11 +398,14 @@ def _admit_to_load(
     ``hour_shares`` (24 shares, with ``hours``): the factors instead make the first
     ``n_jobs`` kept submit in those shares per hour (the training trace's profile; the
     drawn one may miss it by TV 0.03-0.07), from ``_HOUR_ROUNDS`` passes, each correcting
-    the one before on the same uniforms."""
+    the one before on the same uniforms. ``short_tilt`` (tilt, normalizer): units whose
+    first job is short-run (:func:`short_run`) are admitted with that tilt
+    (:func:`_admit_by_backlog`)."""
     unit = _thinning_units(table)
     units = int(unit.max()) + 1
     first = np.zeros(units, dtype=np.int64)
     first[unit[::-1]] = np.arange(unit.size)[::-1]  # each unit's first job
+    tilted = None if short_tilt is None else (short_run(table)[first], short_tilt[0], short_tilt[1])
     unit_hour = hours[first] if hours is not None else np.zeros(units, dtype=np.int64)
     factor = np.ones(units)
     rounds = 1 if hours is None else 2 if hour_shares is None else _HOUR_ROUNDS
@@ -394,7 +414,9 @@ def _admit_to_load(
         if backlog_scale_s is None:
             out: np.ndarray = (u < share)[unit]
         else:
-            out = _admit_by_backlog(table, unit, u, share, backlog_scale_s, machine_procs, strength)
+            out = _admit_by_backlog(
+                table, unit, u, share, backlog_scale_s, machine_procs, strength, tilted
+            )
         out[unit == unit[0]] = True  # the first job's unit stays: t=0 is the real one
         return out
 
@@ -446,6 +468,45 @@ def mean_backlog_s(table: JobTable, machine_procs: int) -> float:
     return total / max(len(submit), 1)
 
 
+_SHORT_RUN_S = 60.0  # a job running (at most its request) under this is short-run
+
+
+def short_run(table: JobTable) -> np.ndarray:
+    """Which jobs are short-run: under ``_SHORT_RUN_S`` of run (at most the request)."""
+    out: np.ndarray = np.minimum(table.run_s, table.requested_time_s) < _SHORT_RUN_S
+    return out
+
+
+def _found_backlog_s(table: JobTable, machine_procs: int) -> np.ndarray:
+    """The fluid backlog each job finds when submitted (:func:`mean_backlog_s`)."""
+    submit = table.submit_s.astype(np.float64).tolist()
+    work = (
+        np.minimum(table.run_s, table.requested_time_s).astype(np.float64)
+        * np.minimum(table.procs, machine_procs)
+        / machine_procs
+    ).tolist()
+    found = np.empty(len(submit))
+    backlog, now = 0.0, submit[0] if submit else 0.0
+    for i, (at, job) in enumerate(zip(submit, work, strict=True)):
+        backlog = max(backlog - (at - now), 0.0)
+        now = at
+        found[i] = backlog
+        backlog += job
+    return found
+
+
+def short_backlog_ratio(table: JobTable, machine_procs: int) -> float | None:
+    """The mean fluid backlog short-run jobs (:func:`short_run`) find when submitted
+    over the one every job finds (HPC2N-2002: 0.77, its users submit short jobs when the
+    machine is not backed up; the other traces 0.92-1.05), or None without short-run
+    jobs or a backlog."""
+    found = _found_backlog_s(table, machine_procs)
+    short = short_run(table)
+    if not short.any() or found.mean() <= 0:
+        return None
+    return float(found[short].mean() / found.mean())
+
+
 def easy_queue_s(table: JobTable, machine_procs: int) -> float:
     """The work waiting in an EASY queue, on average over the trace's span, in
     machine-seconds: EASY backfilling with the requests as estimates (as the fidelity
@@ -482,6 +543,47 @@ _STRENGTHS = (-2.0, 4.0)  # the range searched for the strength that gives the b
 _MAX_STRENGTH = 16.0
 
 
+_MAX_TILT = 4.0  # the most short-run sessions' admission is tilted against the backlog
+_TILT_STEPS = 5
+
+
+def _tilt_short_sessions(
+    table: JobTable,
+    keep: np.ndarray,
+    target_ratio: float,
+    backlog_scale_s: float,
+    machine_procs: int,
+    n_jobs: int,
+    admit: Callable[[tuple[float, float]], np.ndarray],
+) -> np.ndarray:
+    """``keep``, or, when its first ``n_jobs`` survivors' short-run jobs find relatively
+    more backlog than ``target_ratio`` (:func:`short_backlog_ratio`), the admission
+    (``admit``, given a tilt and its normalizer) whose survivors' ratio is closest to it,
+    by bisection on the tilt in ``[0, _MAX_TILT]``. The normalizer is the tilt's mean
+    over the backlogs ``keep``'s survivors find, so short-run sessions are admitted about
+    as often as before, but more of them while the queue is short."""
+    survivors = _keep_rows(table, keep).take(slice(0, n_jobs))
+    ratio = short_backlog_ratio(survivors, machine_procs)
+    if ratio is None or ratio <= target_ratio:
+        return keep
+    x = 1.0 + _found_backlog_s(survivors, machine_procs) / backlog_scale_s
+    closest, best = ratio - target_ratio, keep
+    low, high = 0.0, _MAX_TILT
+    for _ in range(_TILT_STEPS):
+        tilt = 0.5 * (low + high)
+        tried = admit((tilt, float(np.mean(x**-tilt))))
+        found = short_backlog_ratio(_keep_rows(table, tried).take(slice(0, n_jobs)), machine_procs)
+        if found is None:
+            break
+        if abs(found - target_ratio) < closest:
+            closest, best = abs(found - target_ratio), tried
+        if found > target_ratio:
+            low = tilt
+        else:
+            high = tilt
+    return best
+
+
 def thin_to_load(
     table: JobTable,
     *,
@@ -495,6 +597,7 @@ def thin_to_load(
     backlog_target_s: float | None = None,
     easy_queue_target_s: float | None = None,
     hour_shares: np.ndarray | None = None,
+    short_ratio_target: float | None = None,
 ) -> tuple[JobTable, float]:
     """The first ``n_jobs`` of ``table`` after dropping jobs so that they offer
     ``target_load``; returns them and the share of jobs kept.
@@ -510,7 +613,11 @@ def thin_to_load(
     shares), as real users submit less when the machine is backed up, as strongly as makes
     the first ``n_jobs`` survivors' EASY queue (:func:`easy_queue_s`) the one asked
     (``easy_queue_target_s``), or else their mean fluid backlog (``backlog_target_s``),
-    or else at strength 1; then, in any
+    or else at strength 1; given ``short_ratio_target`` (the training trace's
+    :func:`short_backlog_ratio`) and survivors whose short-run jobs find relatively
+    more backlog than that, sessions starting with a short-run job are then admitted
+    with a tilt (:func:`_admit_by_backlog`, searched in ``[0, _MAX_TILT]``) that
+    brings the survivors' ratio to it; then, in any
     calendar week still offering more than ``cap_load`` (default ``_CAP`` times the
     target), more sessions are dropped at random down to it. Neither step looks at a
     session's own jobs, so both keep the mix of big and small ones: the cap used to admit
@@ -530,7 +637,7 @@ def thin_to_load(
     if load > target_load > 0:
         u = rng.random(int(_thinning_units(table).max()) + 1)
 
-        def admit(strength: float) -> np.ndarray:
+        def admit(strength: float, short_tilt: tuple[float, float] | None = None) -> np.ndarray:
             return _admit_to_load(
                 table,
                 target_load=target_load,
@@ -541,6 +648,7 @@ def thin_to_load(
                 hours=hours,
                 strength=strength,
                 hour_shares=hour_shares,
+                short_tilt=short_tilt,
             )
 
         statistic, target = (
@@ -548,6 +656,7 @@ def thin_to_load(
             if easy_queue_target_s is not None
             else (mean_backlog_s, backlog_target_s)
         )
+        chosen = 1.0
         if backlog_scale_s is None or target is None:
             keep = admit(1.0)
         else:
@@ -562,7 +671,7 @@ def thin_to_load(
                 tried = admit(strength)
                 found = statistic(_keep_rows(table, tried).take(slice(0, n_jobs)), machine_procs)
                 if abs(found - target) < closest:
-                    closest, keep = abs(found - target), tried
+                    closest, keep, chosen = abs(found - target), tried, strength
                 if found > target:
                     low = strength
                 else:
@@ -573,6 +682,16 @@ def thin_to_load(
                     # strengths below it are unchanged, so are their results).
                     low, high = bound, min(4 * bound, _MAX_STRENGTH)
                     bound, steps = high, 7
+        if backlog_scale_s is not None and short_ratio_target is not None:
+            keep = _tilt_short_sessions(
+                table,
+                keep,
+                short_ratio_target,
+                backlog_scale_s,
+                machine_procs,
+                n_jobs,
+                lambda tilt: admit(chosen, tilt),
+            )
     thinned = _keep_rows(table, keep)
     admitted = _thin_weeks_under_cap(thinned, cap, machine_procs, rng)
     capped = _keep_rows(thinned, admitted).take(slice(0, n_jobs))
@@ -630,6 +749,7 @@ def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool 
             hours=meta.clock.hour_and_weekday(table.submit_s)[0],
             backlog_target_s=_recorded(meta, "mean_backlog_s"),
             easy_queue_target_s=_recorded(meta, "easy_queue_s"),
+            short_ratio_target=_recorded(meta, "short_backlog_ratio"),
             hour_shares=None
             if meta.hour_of_day_shares is None
             else np.asarray(meta.hour_of_day_shares, dtype=np.float64),

@@ -68,6 +68,7 @@ from simulations.synth.generator import (
     easy_queue_s,
     mean_backlog_s,
     peak_week_load,
+    short_backlog_ratio,
     training_data,
 )
 from simulations.synth.intensity import WEEK_BINS, OperationalTime, weekly_rates
@@ -730,6 +731,9 @@ class SequenceModel:
             "mean_backlog_s": mean_backlog_s(trace.table, trace.machine_procs),
             "easy_queue_s": easy_queue_s(trace.table, trace.machine_procs),
         }
+        ratio = short_backlog_ratio(trace.table, trace.machine_procs)
+        if ratio is not None:
+            options["short_backlog_ratio"] = ratio
         metadata = SynthMetadata.of_training(
             trace, data, kind="sequence", seed=seed, options=options
         )

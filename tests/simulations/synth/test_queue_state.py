@@ -18,6 +18,7 @@ from simulations.synth.generator import (
     generate,
     hour_of_day_shares,
     mean_backlog_s,
+    short_backlog_ratio,
 )
 from simulations.synth.intensity import OperationalTime
 from simulations.synth.model_files import load_model, save_model
@@ -123,6 +124,10 @@ def test_the_model_remembers_the_backlog_its_trace_found(
     queue = float(sequence.metadata.options["easy_queue_s"])
     assert queue == pytest.approx(easy_queue_s(sdsc_trace.table, sdsc_trace.machine_procs))
     assert queue > 0
+    # and to how much backlog its short-run jobs found against every job.
+    ratio = float(sequence.metadata.options["short_backlog_ratio"])
+    assert ratio == pytest.approx(short_backlog_ratio(sdsc_trace.table, sdsc_trace.machine_procs))
+    assert ratio > 0
 
 
 def test_the_model_remembers_its_traces_hour_profile_and_thinning_keeps_it(

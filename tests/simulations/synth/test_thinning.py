@@ -12,6 +12,8 @@ from simulations.synth.generator import (
     easy_queue_s,
     mean_backlog_s,
     offered_load,
+    short_backlog_ratio,
+    short_run,
     thin_to_load,
     weekly_load_cv,
 )
@@ -273,3 +275,50 @@ def test_the_strength_kept_is_the_closest_tried_when_the_queue_is_not_monotone(
     assert len(seen) >= 3
     assert np.array_equal(thinned.submit_s, seen[1].submit_s)
     assert not np.array_equal(thinned.submit_s, seen[-1].submit_s)
+
+
+def _short_and_long(rng: np.random.Generator) -> JobTable:
+    # The bursty weeks, a third of the jobs running 30 s (short-run), by 50 users.
+    table = _bursty(rng)
+    short = rng.random(len(table)) < 0.3
+    table.run_s = np.where(short, 30.0, table.run_s)
+    table.requested_time_s = table.run_s.copy()
+    return table
+
+
+def test_short_run_sessions_are_tilted_to_find_the_backlog_asked() -> None:
+    # HPC2N's short-run jobs find 0.77 of the backlog every job finds; admitting every
+    # session alike, they find about as much as every job (the code before).
+    table = _short_and_long(np.random.default_rng(0))
+    target = offered_load(table, 64) / 1.4
+    kwargs = dict(
+        target_load=target,
+        machine_procs=64,
+        n_jobs=len(table) // 2,
+        cap_load=10.0,
+        backlog_scale_s=3 * 3600.0,
+        backlog_target_s=4 * 3600.0,
+    )
+    alike, _ = thin_to_load(table, rng=np.random.default_rng(1), **kwargs)  # type: ignore[arg-type]
+    tilted, _ = thin_to_load(
+        table,
+        rng=np.random.default_rng(1),
+        short_ratio_target=0.6,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    before = short_backlog_ratio(alike, 64)
+    after = short_backlog_ratio(tilted, 64)
+    assert before is not None and after is not None
+    assert before > 0.85
+    assert abs(after - 0.6) < 0.1
+    # About as many short-run jobs, at the load asked.
+    assert short_run(tilted).mean() == pytest.approx(short_run(alike).mean(), abs=0.05)
+    assert offered_load(tilted, 64) == pytest.approx(target, rel=0.05)
+    # A target the sessions admitted alike already meet leaves them as they were.
+    same, _ = thin_to_load(
+        table,
+        rng=np.random.default_rng(1),
+        short_ratio_target=before + 0.1,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    assert np.array_equal(same.submit_s, alike.submit_s)
