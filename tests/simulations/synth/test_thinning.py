@@ -81,19 +81,26 @@ def test_backlog_thinning_keeps_the_mix_of_big_and_small_jobs() -> None:
     assert offered_load(thinned, 256) == pytest.approx(target, rel=0.08)
 
 
-def test_backlog_thinning_keeps_the_hour_of_day_profile_when_given_the_hours() -> None:
-    # Office hours submit four times as much as the night: the backlog is longest in the
-    # afternoon, so admission by the backlog alone drops more there.
-    rng = np.random.default_rng(5)
-    hours_of_day = np.arange(24)
-    rate = np.where((hours_of_day >= 9) & (hours_of_day < 18), 4.0, 1.0)
+def _hourly_submits(rng: np.random.Generator, rate: np.ndarray) -> np.ndarray:
+    """Submit times over 60 days, Poisson with 3 x ``rate[h]`` jobs in hour ``h`` of each
+    day, starting at 0."""
     per_hour = rng.poisson(np.tile(rate, 60) * 3.0)
     submit = np.sort(
         np.concatenate(
             [h * 3600 + rng.uniform(0, 3600, k) for h, k in enumerate(per_hour.tolist())]
         )
     )
-    submit -= submit[0]
+    out: np.ndarray = submit - submit[0]
+    return out
+
+
+def test_backlog_thinning_keeps_the_hour_of_day_profile_when_given_the_hours() -> None:
+    # Office hours submit four times as much as the night: the backlog is longest in the
+    # afternoon, so admission by the backlog alone drops more there.
+    rng = np.random.default_rng(5)
+    hours_of_day = np.arange(24)
+    rate = np.where((hours_of_day >= 9) & (hours_of_day < 18), 4.0, 1.0)
+    submit = _hourly_submits(rng, rate)
     n = submit.size
     table = job_table(submit, np.full(n, 16), np.full(n, 5400.0), users=50)
     hours = ((submit // 3600) % 24).astype(np.int64)
@@ -133,13 +140,7 @@ def test_thinning_given_the_training_hour_shares_makes_the_survivors_profile_the
     office = (hours_of_day >= 9) & (hours_of_day < 18)
     drawn_rate = np.where(office, 4.0, 1.0)
     training = np.where(office, 3.0, 1.0) / np.where(office, 3.0, 1.0).sum()
-    per_hour = rng.poisson(np.tile(drawn_rate, 60) * 3.0)
-    submit = np.sort(
-        np.concatenate(
-            [h * 3600 + rng.uniform(0, 3600, k) for h, k in enumerate(per_hour.tolist())]
-        )
-    )
-    submit -= submit[0]
+    submit = _hourly_submits(rng, drawn_rate)
     n = submit.size
     table = job_table(submit, np.full(n, 4), np.full(n, 5400.0), users=50)
     hours = ((submit // 3600) % 24).astype(np.int64)
