@@ -452,20 +452,9 @@ def _admit_to_load(
 def mean_backlog_s(table: JobTable, machine_procs: int) -> float:
     """The fluid backlog each job finds when submitted, on average, in machine-seconds: the
     machine drains ``machine_procs`` processor-seconds a second, each job adds what it runs
-    (at most its request) on at most the machine's processors."""
-    submit = table.submit_s.astype(np.float64).tolist()
-    work = (
-        np.minimum(table.run_s, table.requested_time_s).astype(np.float64)
-        * np.minimum(table.procs, machine_procs)
-        / machine_procs
-    ).tolist()
-    backlog, now, total = 0.0, submit[0] if submit else 0.0, 0.0
-    for at, job in zip(submit, work, strict=True):
-        backlog = max(backlog - (at - now), 0.0)
-        now = at
-        total += backlog
-        backlog += job
-    return total / max(len(submit), 1)
+    (at most its request) on at most the machine's processors (:func:`_found_backlog_s`)."""
+    found = _found_backlog_s(table, machine_procs)
+    return float(found.sum()) / max(found.size, 1)
 
 
 _SHORT_RUN_S = 60.0  # a job running (at most its request) under this is short-run
@@ -478,7 +467,7 @@ def short_run(table: JobTable) -> np.ndarray:
 
 
 def _found_backlog_s(table: JobTable, machine_procs: int) -> np.ndarray:
-    """The fluid backlog each job finds when submitted (:func:`mean_backlog_s`)."""
+    """The fluid backlog each job finds when submitted, in machine-seconds, in job order."""
     submit = table.submit_s.astype(np.float64).tolist()
     work = (
         np.minimum(table.run_s, table.requested_time_s).astype(np.float64)

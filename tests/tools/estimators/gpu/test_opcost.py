@@ -27,16 +27,25 @@ GPUS = {
 EFFICIENCY = {"small": 0.3, "mid": 0.5, "big": 0.8}
 
 
-def _rows(gpus: list[str], seed: int = 0) -> KernelRows:
+def _linear_dims(
+    gpus: list[str], specs: dict[str, GpuSpec], count: int, seed: int
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """``count`` random linear-kernel shapes, repeated on each of ``gpus``, and the spec
+    columns of those rows."""
     rng = np.random.default_rng(seed)
-    count = 300
     dims = {k: 2.0 ** rng.integers(4, 12, count).astype(float) for k in ("M", "N", "K")}
     dims["B"] = np.ones(count)
     all_dims = {k: np.tile(v, len(gpus)) for k, v in dims.items()}
     spec: dict[str, np.ndarray] = {}
     for name in gpus:
-        for key, column in spec_columns(GPUS[name], count).items():
+        for key, column in spec_columns(specs[name], count).items():
             spec[key] = np.concatenate([spec.get(key, np.empty(0)), column])
+    return all_dims, spec
+
+
+def _rows(gpus: list[str], seed: int = 0) -> KernelRows:
+    count = 300
+    all_dims, spec = _linear_dims(gpus, GPUS, count, seed)
     gpu = np.repeat(np.array(gpus), count)
     roofline, _ = class_features("linear", all_dims, spec)
     shape = 1.0 + 0.3 * (all_dims["K"] < 64)
@@ -86,15 +95,8 @@ SPEC_GPUS = {
 
 def _spec_rows(gpus: list[str], names: list[str] | None = None, seed: int = 0) -> KernelRows:
     """Linear kernels whose small-K penalty is x1.6 on boards under 60 SMs, x1 above."""
-    rng = np.random.default_rng(seed)
     count = 400
-    dims = {k: 2.0 ** rng.integers(4, 12, count).astype(float) for k in ("M", "N", "K")}
-    dims["B"] = np.ones(count)
-    all_dims = {k: np.tile(v, len(gpus)) for k, v in dims.items()}
-    spec: dict[str, np.ndarray] = {}
-    for name in gpus:
-        for key, column in spec_columns(SPEC_GPUS[name], count).items():
-            spec[key] = np.concatenate([spec.get(key, np.empty(0)), column])
+    all_dims, spec = _linear_dims(gpus, SPEC_GPUS, count, seed)
     roofline, _ = class_features("linear", all_dims, spec)
     penalty = np.where(spec["sms"] < 60, 1.6, 1.0)
     latency = roofline * np.where(all_dims["K"] < 64, penalty, 1.0) * 2.0
