@@ -17,6 +17,7 @@ machine for what the real one did; ``match_load=False`` turns it off.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -618,6 +619,14 @@ def thin_to_load(
             "hour_shares are 24 shares, one per local hour, and need each job's hour",
             field="hour_shares",
             value=np.shape(hour_shares),
+        )
+    if short_ratio_target is not None and not (
+        math.isfinite(short_ratio_target) and short_ratio_target > 0
+    ):
+        raise InvalidInputError(
+            "must be a positive ratio of backlogs (the model file's options)",
+            field="short_backlog_ratio",
+            value=short_ratio_target,
         )
     cap = _CAP * target_load if cap_load is None else cap_load
     head = table.take(slice(0, int(np.ceil(n_jobs * _SEQUENCE_MARGIN))))

@@ -188,6 +188,22 @@ def test_hour_shares_without_hours_or_not_24_are_refused() -> None:
         assert caught.value.field == "hour_shares"
 
 
+def test_a_poisoned_short_backlog_ratio_is_refused_by_name() -> None:
+    table = _bursty(np.random.default_rng(0))
+    for bad in (float("nan"), -0.5, 0.0):
+        with pytest.raises(InvalidInputError, match="positive ratio") as caught:
+            thin_to_load(
+                table,
+                target_load=offered_load(table, 64) / 2,
+                machine_procs=64,
+                n_jobs=1000,
+                rng=np.random.default_rng(0),
+                backlog_scale_s=3600.0,
+                short_ratio_target=bad,
+            )
+        assert caught.value.field == "short_backlog_ratio"
+
+
 def test_mean_backlog_is_the_fluid_queue_each_job_finds() -> None:
     # One machine-hour of work at t=0, then jobs at 30 min and 2 h: they find 30 min of
     # backlog and none; the first finds none.
