@@ -9,6 +9,11 @@ synthetic trace sampled from the model with a seed no training run used, so neit
 policy saw them. A policy trained on synthetic jobs that does well on synthetic test
 sequences but not on real ones learned the generator's world; one that does badly on
 both did not learn.
+
+Then, per held-out real sequence, each policy against SJF and F1 (:func:`compare_windows`):
+the mean over sequences of ``log(bsld_policy / bsld_heuristic)`` with its standard error,
+and on how many sequences the policy's bsld is lower, so that a mean gap can be told from
+one sequence carrying it.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from pydantic import BaseModel, ConfigDict
 
 from knowledge_base.errors import InvalidInputError
 from simulations.learned.ppo import PPOPolicy, Sequence, _Network, heuristic_bsld, policy_bsld
@@ -29,7 +35,7 @@ from simulations.synth.columns import read_trace
 from simulations.synth.generator import generate
 from simulations.synth.model_files import load_model
 
-__all__ = ["load_policy", "main"]
+__all__ = ["WindowComparison", "compare_windows", "load_policy", "main"]
 
 _NAME = re.compile(r"ppo-(real|synthetic)-(\d+)\.pt")
 _TEST_SEED = 10_000  # the experiment's seeds sample synthetic traces 0, 1, ...
@@ -39,6 +45,45 @@ def load_policy(path: Path, hidden: int = 32) -> PPOPolicy:
     network = _Network(hidden)
     network.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     return PPOPolicy(network)
+
+
+class WindowComparison(BaseModel):
+    """A policy against a heuristic over the same sequences."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mean_log_ratio: float  # mean of log(bsld_policy / bsld_heuristic); < 0: policy better
+    standard_error: float  # of that mean (sample standard deviation / sqrt(windows))
+    lower: int  # sequences where the policy's bsld is below the heuristic's
+    windows: int
+
+
+def compare_windows(policy: list[float], heuristic: list[float]) -> WindowComparison:
+    """``policy`` and ``heuristic``: mean bsld per sequence, the same sequences in order."""
+    if len(policy) != len(heuristic):
+        raise InvalidInputError(
+            f"{len(policy)} policy values against {len(heuristic)} heuristic values",
+            field="windows",
+            value=len(policy),
+        )
+    if len(policy) < 2:
+        raise InvalidInputError(
+            "a standard error needs at least 2 sequences", field="windows", value=len(policy)
+        )
+    for field, values in (("policy", policy), ("heuristic", heuristic)):
+        bad = [v for v in values if not (np.isfinite(v) and v > 0)]
+        if bad:
+            raise InvalidInputError(
+                "a mean bsld must be finite and positive", field=field, value=bad[0]
+            )
+    ours, theirs = np.asarray(policy, dtype=np.float64), np.asarray(heuristic, dtype=np.float64)
+    ratios = np.log(ours / theirs)
+    return WindowComparison(
+        mean_log_ratio=float(ratios.mean()),
+        standard_error=float(ratios.std(ddof=1) / np.sqrt(ratios.size)),
+        lower=int((ours < theirs).sum()),
+        windows=int(ratios.size),
+    )
 
 
 def _windows(seq: Sequence, count: int) -> list[Sequence]:
@@ -82,14 +127,19 @@ def main(argv: list[str] | None = None) -> int:
         f"{trace.name} (jobs {n_train + 1:,}-), synthetic = the model's trace seed {_TEST_SEED}"
     )
     print(f"{'scheduler':<10} {'trained on':<10} {'seed':>4} {'on real':>9} {'on synthetic':>13}")
+    per_window: dict[str, list[float]] = {}
     for name in ("FCFS", "SJF", "F1"):
-        h_real = float(np.mean([heuristic_bsld(w, name) for w in real]))
+        per_window[name] = [heuristic_bsld(w, name) for w in real]
+        h_real = float(np.mean(per_window[name]))
         h_synthetic = float(np.mean([heuristic_bsld(w, name) for w in synthetic]))
         print(f"{name:<10} {'-':<10} {'-':>4} {h_real:>9.2f} {h_synthetic:>13.2f}")
     results: dict[str, list[tuple[float, float]]] = {}
+    policies_per_window: list[tuple[str, int, list[float]]] = []
     for source, seed, path in files:
         policy = load_policy(path)
-        on_real = float(np.mean([policy_bsld(w, policy) for w in real]))
+        on_each = [policy_bsld(w, policy) for w in real]
+        policies_per_window.append((source, seed, on_each))
+        on_real = float(np.mean(on_each))
         on_synthetic = float(np.mean([policy_bsld(w, policy) for w in synthetic]))
         results.setdefault(source, []).append((on_real, on_synthetic))
         print(f"{'PPO':<10} {source:<10} {seed:>4} {on_real:>9.2f} {on_synthetic:>13.2f}")
@@ -99,6 +149,17 @@ def main(argv: list[str] | None = None) -> int:
             f"real, {statistics.median(v[1] for v in values):.2f} on synthetic "
             f"({len(values)} seeds)"
         )
+    print(
+        f"# per held-out real sequence: mean log(bsld PPO / bsld heuristic) +- standard "
+        f"error, sequences where PPO is lower (of {args.windows})"
+    )
+    print(f"{'trained on':<10} {'seed':>4} {'vs SJF':>16} {'lower':>5} {'vs F1':>16} {'lower':>5}")
+    for source, seed, on_each in policies_per_window:
+        cells = []
+        for name in ("SJF", "F1"):
+            c = compare_windows(on_each, per_window[name])
+            cells.append(f"{c.mean_log_ratio:>+7.3f} +- {c.standard_error:.3f} {c.lower:>5}")
+        print(f"{source:<10} {seed:>4} {cells[0]} {cells[1]}")
     return 0
 
 

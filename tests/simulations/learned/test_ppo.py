@@ -28,7 +28,7 @@ from simulations.learned.ppo import (
     sequence_reward,
     train_ppo,
 )
-from simulations.learned.transfer import load_policy
+from simulations.learned.transfer import compare_windows, load_policy
 from simulations.workload import load_swf
 
 
@@ -204,3 +204,28 @@ def test_imitation_starts_the_network_at_the_heuristic(kth: Sequence) -> None:
     _run(seq, sjf)
     assert np.mean(agree) > 0.7
     assert np.mean(agree) - before > 0.25
+
+
+def test_a_policy_is_compared_with_a_heuristic_sequence_by_sequence() -> None:
+    # log ratios log(1/2), log(2/2), log(4/2): mean 0, sample sd log 2, one sequence lower
+    c = compare_windows([1.0, 2.0, 4.0], [2.0, 2.0, 2.0])
+    assert c.mean_log_ratio == pytest.approx(0.0, abs=1e-12)
+    assert c.standard_error == pytest.approx(np.log(2) / np.sqrt(3))
+    assert (c.lower, c.windows) == (1, 3)
+
+
+@pytest.mark.parametrize(
+    ("policy", "heuristic", "field"),
+    [
+        ([1.0, 2.0], [1.0], "windows"),
+        ([1.0], [1.0], "windows"),
+        ([1.0, 0.0], [1.0, 1.0], "policy"),
+        ([1.0, 1.0], [float("nan"), 1.0], "heuristic"),
+    ],
+)
+def test_a_comparison_names_what_it_cannot_use(
+    policy: list[float], heuristic: list[float], field: str
+) -> None:
+    with pytest.raises(InvalidInputError) as e:
+        compare_windows(policy, heuristic)
+    assert e.value.field == field
