@@ -16,6 +16,7 @@ from simulations.synth.generator import (
     short_run,
     thin_to_load,
     weekly_load_cv,
+    weekly_loads,
 )
 from tests.simulations.synth.tables import big_and_small, job_table
 
@@ -60,6 +61,56 @@ def test_backlog_thinning_drops_more_in_overloaded_weeks_than_at_random() -> Non
         backlog_cv.append(weekly_load_cv(by_backlog, 64))
     # At random the bursts stay as they were (CV ~0.6); by the backlog they shrink.
     assert max(backlog_cv) < min(random_cv) - 0.1
+
+
+@pytest.mark.parametrize("scale", [None, 3 * 3600.0])
+def test_the_load_asked_is_the_one_left_after_the_weekly_cap(scale: float | None) -> None:
+    # Every third week submits three times as much; the cap (1.3x the target) cuts those
+    # weeks, and the admission makes up for it elsewhere: the survivors offer the target.
+    # (Capping after the admission was searched left them ~10% under it.)
+    table = _bursty(np.random.default_rng(0))
+    target = offered_load(table, 64) / 1.4
+    for seed in range(3):
+        thinned, _ = thin_to_load(
+            table,
+            target_load=target,
+            machine_procs=64,
+            n_jobs=len(table),
+            rng=np.random.default_rng(seed),
+            cap_load=1.3 * target,
+            backlog_scale_s=scale,
+        )
+        assert offered_load(thinned, 64) == pytest.approx(target, rel=0.04)
+        assert weekly_loads(thinned, 64)[:-1].max() < 1.3 * target * 1.15
+
+
+def test_a_queue_asked_above_what_strength_1_gives_keeps_the_load() -> None:
+    # Only admitting more while the queue is long (a negative strength) reaches it, and
+    # that admission runs away: the load search jumps past the target. Such strengths
+    # are passed over, so the survivors still offer the target load (they offered 0.77
+    # of it at 3x, 0.82 at 10x), with a queue as long as the strengths that keep it allow.
+    table = _bursty(np.random.default_rng(0))
+    target = offered_load(table, 64) / 1.4
+
+    def thin(queue_s: float | None) -> JobTable:
+        return thin_to_load(
+            table,
+            target_load=target,
+            machine_procs=64,
+            n_jobs=len(table) // 2,
+            rng=np.random.default_rng(0),
+            backlog_scale_s=3 * 3600.0,
+            cap_load=10.0,
+            easy_queue_target_s=queue_s,
+        )[0]
+
+    at_strength_1 = easy_queue_s(thin(None), 64)
+    thinned = thin(3 * at_strength_1)
+    assert offered_load(thinned, 64) == pytest.approx(target, rel=0.07)
+    assert easy_queue_s(thinned, 64) > 2 * at_strength_1
+    # 10x: every negative strength tried misses the load (0.82-0.84 of it); the load wins.
+    thinned = thin(10 * at_strength_1)
+    assert offered_load(thinned, 64) == pytest.approx(target, rel=0.07)
 
 
 def test_backlog_thinning_keeps_the_mix_of_big_and_small_jobs() -> None:
