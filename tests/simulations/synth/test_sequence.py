@@ -4,12 +4,14 @@ determinism, model files, and load matching that never slides the clock."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
 from knowledge_base.errors import InvalidInputError
+from simulations.synth import generator
 from simulations.synth.clock import TraceClock
 from simulations.synth.columns import Trace, read_trace
 from simulations.synth.constraints import check_trace
@@ -196,3 +198,35 @@ def test_thinning_keeps_the_mix_of_big_and_small_jobs() -> None:
     per_job = (thinned.procs * thinned.run_s).mean() / (table.procs * table.run_s).mean()
     assert per_job == pytest.approx(1.0, abs=0.08)
     assert offered_load(thinned, 256) == pytest.approx(target, rel=0.08)
+
+
+def test_a_draw_held_back_by_the_load_is_drawn_again_denser(
+    sequence: SequenceModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # When the thinning reports that only admissions leaving too little load came near
+    # the queue asked, generate draws again at the dense density, a fresh stream.
+    densities: list[float] = []
+    real_sample = sequence.sample_sequence
+    real_thin = generator.thin_to_load
+
+    def sample(n_jobs: int, rng: np.random.Generator, *, load: float | None = None) -> Any:
+        densities.append(float(load or 0.0) / sequence.metadata.offered_load)
+        return real_sample(n_jobs, rng, load=load)
+
+    def thin(table: Any, **options: Any) -> tuple[Any, float]:
+        report = options.get("report")
+        out = real_thin(table, **options)
+        if report is not None:
+            report.held_back_by_load = True
+        return out
+
+    monkeypatch.setattr(sequence, "sample_sequence", sample)
+    monkeypatch.setattr(generator, "thin_to_load", thin)
+    sample_out = generate(sequence, 300, seed=1)
+    assert densities == pytest.approx([generator._SEQUENCE_DENSITY, generator._DENSE_DENSITY])
+    assert len(sample_out.table) == 300
+    # Not held back: one draw.
+    densities.clear()
+    monkeypatch.setattr(generator, "thin_to_load", real_thin)
+    generate(sequence, 300, seed=1)
+    assert len(densities) == 1

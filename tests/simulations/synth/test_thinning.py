@@ -9,6 +9,7 @@ import pytest
 from knowledge_base.errors import InvalidInputError
 from simulations.synth.columns import JobTable
 from simulations.synth.generator import (
+    ThinningReport,
     easy_queue_s,
     mean_backlog_s,
     offered_load,
@@ -390,3 +391,31 @@ def test_short_run_sessions_are_tilted_to_find_the_backlog_asked() -> None:
         **kwargs,  # type: ignore[arg-type]
     )
     assert np.array_equal(same.submit_s, alike.submit_s)
+
+
+def test_the_report_says_when_the_load_held_the_queue_back() -> None:
+    # Drawn 1.4x the target load, a queue a twentieth of strength 1's is met only by
+    # admissions that leave too little load: held back (a denser draw would help).
+    # Drawn 2x the target, the strength that meets it keeps the load: not held back.
+    table = _bursty(np.random.default_rng(0))
+
+    def thin(excess: float, queue_s: float | None) -> tuple[JobTable, ThinningReport]:
+        report = ThinningReport()
+        thinned, _ = thin_to_load(
+            table,
+            target_load=offered_load(table, 64) / excess,
+            machine_procs=64,
+            n_jobs=len(table) // 2,
+            rng=np.random.default_rng(0),
+            backlog_scale_s=3 * 3600.0,
+            cap_load=10.0,
+            easy_queue_target_s=queue_s,
+            report=report,
+        )
+        return thinned, report
+
+    for excess, held_back in ((1.4, True), (2.0, False)):
+        at_strength_1 = easy_queue_s(thin(excess, None)[0], 64)
+        _, report = thin(excess, at_strength_1 / 20)
+        assert report.held_back_by_load is held_back
+        assert report.strength is not None and report.strength > 1
