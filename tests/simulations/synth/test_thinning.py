@@ -85,6 +85,24 @@ def test_the_load_asked_is_the_one_left_after_the_weekly_cap(scale: float | None
         assert weekly_loads(thinned, 64)[:-1].max() < 1.3 * target * 1.15
 
 
+def _thin_half_bursty(
+    table: JobTable, excess: float, queue_s: float | None, report: ThinningReport | None
+) -> JobTable:
+    """The first half of ``table`` thinned to 1/``excess`` of its load (cap off, 3 h
+    backlog scale), toward the EASY queue ``queue_s`` when given."""
+    return thin_to_load(
+        table,
+        target_load=offered_load(table, 64) / excess,
+        machine_procs=64,
+        n_jobs=len(table) // 2,
+        rng=np.random.default_rng(0),
+        backlog_scale_s=3 * 3600.0,
+        cap_load=10.0,
+        easy_queue_target_s=queue_s,
+        report=report,
+    )[0]
+
+
 def test_a_queue_asked_above_what_strength_1_gives_keeps_the_load() -> None:
     # Only admitting more while the queue is long (a negative strength) reaches it, and
     # that admission runs away: the load search jumps past the target. Such strengths
@@ -94,16 +112,7 @@ def test_a_queue_asked_above_what_strength_1_gives_keeps_the_load() -> None:
     target = offered_load(table, 64) / 1.4
 
     def thin(queue_s: float | None) -> JobTable:
-        return thin_to_load(
-            table,
-            target_load=target,
-            machine_procs=64,
-            n_jobs=len(table) // 2,
-            rng=np.random.default_rng(0),
-            backlog_scale_s=3 * 3600.0,
-            cap_load=10.0,
-            easy_queue_target_s=queue_s,
-        )[0]
+        return _thin_half_bursty(table, 1.4, queue_s, None)
 
     at_strength_1 = easy_queue_s(thin(None), 64)
     thinned = thin(3 * at_strength_1)
@@ -401,18 +410,7 @@ def test_the_report_says_when_the_load_held_the_queue_back() -> None:
 
     def thin(excess: float, queue_s: float | None) -> tuple[JobTable, ThinningReport]:
         report = ThinningReport()
-        thinned, _ = thin_to_load(
-            table,
-            target_load=offered_load(table, 64) / excess,
-            machine_procs=64,
-            n_jobs=len(table) // 2,
-            rng=np.random.default_rng(0),
-            backlog_scale_s=3 * 3600.0,
-            cap_load=10.0,
-            easy_queue_target_s=queue_s,
-            report=report,
-        )
-        return thinned, report
+        return _thin_half_bursty(table, excess, queue_s, report), report
 
     for excess, held_back in ((1.4, True), (2.0, False)):
         at_strength_1 = easy_queue_s(thin(excess, None)[0], 64)
