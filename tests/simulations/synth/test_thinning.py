@@ -3,6 +3,8 @@ while the fluid queue of those admitted is long, at every hour alike, whatever t
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -231,38 +233,36 @@ def test_thinning_given_the_training_hour_shares_makes_the_survivors_profile_the
     assert tv["training"] < 0.015
 
 
-def test_hour_shares_without_hours_or_not_24_are_refused() -> None:
-    table = _bursty(np.random.default_rng(0))
-    hours = ((table.submit_s // 3600) % 24).astype(np.int64)
-    for given, shares in ((None, np.full(24, 1 / 24)), (hours, np.full(12, 1 / 12))):
-        with pytest.raises(InvalidInputError, match="24 shares") as caught:
-            thin_to_load(
-                table,
-                target_load=offered_load(table, 64) / 2,
-                machine_procs=64,
-                n_jobs=1000,
-                rng=np.random.default_rng(0),
-                backlog_scale_s=3600.0,
-                hours=given,
-                hour_shares=shares,
-            )
-        assert caught.value.field == "hour_shares"
+_HOURS = ((_bursty(np.random.default_rng(0)).submit_s // 3600) % 24).astype(np.int64)
 
 
-def test_a_poisoned_short_backlog_ratio_is_refused_by_name() -> None:
+@pytest.mark.parametrize(
+    ("options", "field", "message"),
+    [
+        ({"hours": None, "hour_shares": np.full(24, 1 / 24)}, "hour_shares", "24 shares"),
+        ({"hours": _HOURS, "hour_shares": np.full(12, 1 / 12)}, "hour_shares", "24 shares"),
+        ({"short_ratio_target": float("nan")}, "short_backlog_ratio", "positive ratio"),
+        ({"short_ratio_target": -0.5}, "short_backlog_ratio", "positive ratio"),
+        ({"short_ratio_target": 0.0}, "short_backlog_ratio", "positive ratio"),
+    ],
+)
+def test_bad_thinning_options_are_refused_by_name(
+    options: dict[str, Any], field: str, message: str
+) -> None:
+    # Hour shares without each job's hour or not 24 of them; a poisoned model file's
+    # short-backlog ratio.
     table = _bursty(np.random.default_rng(0))
-    for bad in (float("nan"), -0.5, 0.0):
-        with pytest.raises(InvalidInputError, match="positive ratio") as caught:
-            thin_to_load(
-                table,
-                target_load=offered_load(table, 64) / 2,
-                machine_procs=64,
-                n_jobs=1000,
-                rng=np.random.default_rng(0),
-                backlog_scale_s=3600.0,
-                short_ratio_target=bad,
-            )
-        assert caught.value.field == "short_backlog_ratio"
+    with pytest.raises(InvalidInputError, match=message) as caught:
+        thin_to_load(
+            table,
+            target_load=offered_load(table, 64) / 2,
+            machine_procs=64,
+            n_jobs=1000,
+            rng=np.random.default_rng(0),
+            backlog_scale_s=3600.0,
+            **options,
+        )
+    assert caught.value.field == field
 
 
 def test_mean_backlog_is_the_fluid_queue_each_job_finds() -> None:
