@@ -281,7 +281,7 @@ class Sample:
 _SEQUENCE_DENSITY = 1.5  # a sequence model draws this much more load, for thinning to take
 _SEQUENCE_MARGIN = 1.7  # and this many more jobs, so that thinning leaves enough
 # Drawn again this much denser when the first draw's thinning was held back by the load
-# (ThinningReport): LANL-CM5 seeds 1-2 then meet their load and queue (-8%, -14% EASY
+# (ThinningReport): LANL-CM5 seeds 1-2 then meet their load and queue (-3%, -19% EASY
 # bsld instead of +30%, +67%). Not for every draw: a sped-up clock puts more gaps under
 # the session gap, and sessions lengthen (Theta 7.4-8.0 jobs against 4.4 real).
 _DENSE_DENSITY = 2.5
@@ -413,6 +413,7 @@ def _admit_to_load(
     target_load: float,
     machine_procs: int,
     n_jobs: int,
+    unit: np.ndarray,
     u: np.ndarray,
     backlog_scale_s: float | None,
     hours: np.ndarray | None,
@@ -436,8 +437,7 @@ def _admit_to_load(
     drawn one may miss it by TV 0.03-0.07), from ``_HOUR_ROUNDS`` passes, each correcting
     the one before on the same uniforms. ``short_tilt`` (tilt, normalizer): units whose
     first job is short-run (:func:`short_run`) are admitted with that tilt
-    (:func:`_admit_by_backlog`)."""
-    unit = _thinning_units(table)
+    (:func:`_admit_by_backlog`). ``unit``: each job's unit (:func:`_thinning_units`)."""
     units = int(unit.max()) + 1
     first = np.zeros(units, dtype=np.int64)
     first[unit[::-1]] = np.arange(unit.size)[::-1]  # each unit's first job
@@ -648,7 +648,7 @@ def thin_to_load(
     calendar week offering more than ``cap_load`` (default ``_CAP`` times the target),
     more sessions are dropped at random down to it (:func:`_cap_weeks`), so the load and
     the queue the searches find are the ones left after the cap (capping after the
-    searches left ALCF-Theta's draws at load 0.69-0.72 of 0.75, their deep weeks cut
+    searches left ALCF-Theta's draws at load 0.718-0.746 of 0.750, their deep weeks cut
     after the strength was chosen for them). Neither step looks at a session's own jobs,
     so both keep the mix of big and small ones.
     """
@@ -683,6 +683,7 @@ def thin_to_load(
                 target_load=target_load,
                 machine_procs=machine_procs,
                 n_jobs=n_jobs,
+                unit=unit,
                 u=u,
                 backlog_scale_s=backlog_scale_s,
                 hours=hours,
