@@ -7,8 +7,9 @@
 The second form (issue #21) is one table over every shared trace (ALCF-Theta included):
 per trace and model, the column KS, EASY bsld against the real trace's, and the fidelity
 that sees time (hour-of-day and day-of-week arrival TV, autocorrelation differences,
-session KS, sequence similarity) and the weekly offered load's coefficient of variation
-(real / synthetic), with ``temporal.png`` and the other plots per trace and model under
+session KS, sequence similarity), the weekly offered load's coefficient of variation, the
+backlog arrivals find over its time mean ("found/mean": below 1, arrivals avoid the queue)
+and the correlation of a day's jobs with their mean size ("day n~w"), real / synthetic, with ``temporal.png`` and the other plots per trace and model under
 ``--report``. Each model is fitted once per trace (seed 0) and sampled with seeds
 0..``--seeds``-1. Traces longer than ``--max-jobs`` are cut to their first
 ``--max-jobs`` jobs (header kept) so that the whole table fits in minutes on 2 cores.
@@ -47,6 +48,7 @@ from simulations.synth.generator import (
     write_trace,
 )
 from simulations.synth.model_files import fit_model, load_model, save_model
+from simulations.synth.temporal import WorkProfile
 from tools.traces.swf import SWFReader, write_swf
 
 TRACE = (
@@ -181,6 +183,13 @@ def _fit(real: Path, kind: ModelKind, args: argparse.Namespace) -> tuple[TraceMo
     return model, time.perf_counter() - began
 
 
+def _work(profile: WorkProfile | None) -> WorkProfile:
+    """The work profile evaluate() fills for both traces (it knows their machines)."""
+    if profile is None:
+        raise RuntimeError("evaluate() left a trace's work profile out")
+    return profile
+
+
 def _trace_row(
     real: Path,
     kind: ModelKind,
@@ -226,6 +235,10 @@ def _trace_row(
         "real_session_jobs": t.real.mean_session_jobs,
         "session_jobs": t.synthetic.mean_session_jobs,
         "sequence_similarity": t.sequence_similarity,
+        "real_found_ratio": _work(t.real_work).arrival_backlog_ratio,
+        "found_ratio": _work(t.synthetic_work).arrival_backlog_ratio,
+        "real_day_corr": _work(t.real_work).daily_jobs_work_correlation,
+        "day_corr": _work(t.synthetic_work).daily_jobs_work_correlation,
         "real_week_cv": weekly_load_cv(trace.table, trace.machine_procs),
         "week_cv": weekly_load_cv(sampled.table, trace.machine_procs),
         "constraints_passed": report.constraints.passed,
@@ -236,7 +249,8 @@ def _trace_row(
 _HEADER = (
     f"{'trace':<14} {'model':<8} {'jobs':>6} {'KS max':>13} {'EASY bsld real/syn':>19} "
     f"{'rel':>6} {'hour TV':>7} {'wday TV':>7} {'gapACF':>6} {'hrACF':>6} "
-    f"{'sess KS':>7} {'jobs/sess r/s':>13} {'seq sim':>7} {'week CV r/s':>11} {'pass':>4}"
+    f"{'sess KS':>7} {'jobs/sess r/s':>13} {'seq sim':>7} {'week CV r/s':>11} "
+    f"{'found/mean r/s':>14} {'day n~w r/s':>13} {'pass':>4}"
 )
 
 
@@ -250,6 +264,8 @@ def _line(r: dict[str, Any]) -> str:
         f"{r['hourly_acf_diff']:>6.3f} {r['session_jobs_ks']:>7.3f} "
         f"{r['real_session_jobs']:>6.2f}/{r['session_jobs']:<6.2f} "
         f"{r['sequence_similarity']:>7.3f} {r['real_week_cv']:>5.2f}/{r['week_cv']:<5.2f} "
+        f"{r['real_found_ratio']:>6.2f}/{r['found_ratio']:<7.2f} "
+        f"{r['real_day_corr']:>+6.2f}/{r['day_corr']:<+6.2f} "
         f"{'yes' if r['passed'] else 'no':>4}"
     )
 

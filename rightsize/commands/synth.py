@@ -179,6 +179,15 @@ def _render(report: FidelityReport) -> None:
         f"processor-seconds KS {t.session_processor_seconds_ks:.3f}; sequence similarity "
         f"{t.sequence_similarity:.3f}"
     )
+    if t.real_work is not None and t.synthetic_work is not None:
+        r, y = t.real_work, t.synthetic_work
+        console.print(
+            f"work in time (real vs synthetic): daily work CV {r.daily_work_cv:.2f} vs "
+            f"{y.daily_work_cv:.2f}, busy days' jobs against their size (correlation) "
+            f"{r.daily_jobs_work_correlation:+.2f} vs {y.daily_jobs_work_correlation:+.2f}, "
+            f"backlog found by arrivals over its time mean {r.arrival_backlog_ratio:.2f} vs "
+            f"{y.arrival_backlog_ratio:.2f}"
+        )
     console.print(
         f"correlation: max |diff| {report.correlation.max_abs_difference:.3f}, mean "
         f"{report.correlation.mean_abs_difference:.3f}; constraints: "

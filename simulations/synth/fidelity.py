@@ -232,7 +232,12 @@ def evaluate(
     columns = column_distances(real_trace.table, synthetic_trace.table)
     correlation = compare_correlations(real_trace.table, synthetic_trace.table)
     temporal = compare_time(
-        real_trace.table, real_trace.clock, synthetic_trace.table, synthetic_trace.clock
+        real_trace.table,
+        real_trace.clock,
+        synthetic_trace.table,
+        synthetic_trace.clock,
+        real_procs=real_trace.machine_procs,
+        synthetic_procs=synthetic_trace.machine_procs,
     )
     real_easy, synthetic_easy = easy_figures(real), easy_figures(synthetic)
     scheduling = SchedulingComparison(

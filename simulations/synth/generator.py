@@ -39,6 +39,7 @@ from simulations.synth.columns import (
     table_from_model_matrix,
 )
 from simulations.synth.constraints import enforce
+from simulations.synth.queue_state import found_backlog_s, machine_work_s
 from simulations.synth.temporal import sessions
 from tools.traces.swf import SWFHeader, SWFJob, write_swf
 
@@ -379,11 +380,7 @@ def _admit_by_backlog(
     probability is further times ``(1 + backlog / backlog_scale_s) ** -tilt / normalizer``,
     as real users submit short jobs more when the machine is not backed up."""
     submit = table.submit_s.astype(np.float64)
-    work = (
-        np.minimum(table.run_s, table.requested_time_s).astype(np.float64)
-        * np.minimum(table.procs, machine_procs)
-        / machine_procs
-    ).tolist()
+    work = machine_work_s(table.run_s, table.requested_time_s, table.procs, machine_procs).tolist()
     short_unit, tilt, normalizer = (
         (short_tilt[0].tolist(), short_tilt[1], short_tilt[2])
         if short_tilt is not None
@@ -504,20 +501,10 @@ def short_run(table: JobTable) -> np.ndarray:
 
 def _found_backlog_s(table: JobTable, machine_procs: int) -> np.ndarray:
     """The fluid backlog each job finds when submitted, in machine-seconds, in job order."""
-    submit = table.submit_s.astype(np.float64).tolist()
-    work = (
-        np.minimum(table.run_s, table.requested_time_s).astype(np.float64)
-        * np.minimum(table.procs, machine_procs)
-        / machine_procs
-    ).tolist()
-    found = np.empty(len(submit))
-    backlog, now = 0.0, submit[0] if submit else 0.0
-    for i, (at, job) in enumerate(zip(submit, work, strict=True)):
-        backlog = max(backlog - (at - now), 0.0)
-        now = at
-        found[i] = backlog
-        backlog += job
-    return found
+    return found_backlog_s(
+        table.submit_s,
+        machine_work_s(table.run_s, table.requested_time_s, table.procs, machine_procs),
+    )
 
 
 def short_backlog_ratio(table: JobTable, machine_procs: int) -> float | None:

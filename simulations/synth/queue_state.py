@@ -28,7 +28,14 @@ import numpy as np
 
 from knowledge_base.errors import InvalidInputError
 
-__all__ = ["QUEUE_NUMBERS", "QueueState", "job_work"]
+__all__ = [
+    "QUEUE_NUMBERS",
+    "QueueState",
+    "backlog_time_mean_s",
+    "found_backlog_s",
+    "job_work",
+    "machine_work_s",
+]
 
 _WINDOWS_S = (86_400.0, 3 * 86_400.0, 7 * 86_400.0)
 QUEUE_NUMBERS = 1 + len(_WINDOWS_S)
@@ -40,6 +47,45 @@ def job_work(procs: float, requested_s: float, run_fraction: float, machine_proc
     most the machine's processors, as :func:`~simulations.synth.generator.offered_load`
     counts it."""
     return min(max(run_fraction, 0.0), 1.0) * max(requested_s, 0.0) * min(procs, machine_procs)
+
+
+def machine_work_s(
+    run_s: np.ndarray, requested_s: np.ndarray, procs: np.ndarray, machine_procs: int
+) -> np.ndarray:
+    """Each job's work in machine-seconds: what it ran (at most its request) on at most
+    the machine's processors, over the machine's processors."""
+    ran = np.minimum(np.asarray(run_s, dtype=np.float64), np.asarray(requested_s, np.float64))
+    out: np.ndarray = ran * np.minimum(np.asarray(procs, np.float64), machine_procs)
+    return out / machine_procs
+
+
+def found_backlog_s(submit_s: np.ndarray, work_s: np.ndarray) -> np.ndarray:
+    """The fluid backlog each job finds when submitted, in machine-seconds, in submit
+    order: the machine drains one machine-second a second, each job adds its ``work_s``
+    (:func:`machine_work_s`)."""
+    submit = np.asarray(submit_s, dtype=np.float64).tolist()
+    work = np.asarray(work_s, dtype=np.float64).tolist()
+    found = np.empty(len(submit))
+    backlog, now = 0.0, submit[0] if submit else 0.0
+    for i, (at, job) in enumerate(zip(submit, work, strict=True)):
+        backlog = max(backlog - (at - now), 0.0)
+        now = at
+        found[i] = backlog
+        backlog += job
+    return found
+
+
+def backlog_time_mean_s(submit_s: np.ndarray, work_s: np.ndarray) -> float:
+    """The same fluid backlog's mean over time, from the first submission to the last
+    (0 when they coincide). Between two submissions the backlog left after the first
+    drains at one machine-second a second until it is empty."""
+    submit = np.asarray(submit_s, dtype=np.float64)
+    span = float(submit[-1] - submit[0]) if submit.size else 0.0
+    if span <= 0:
+        return 0.0
+    after = found_backlog_s(submit, work_s)[:-1] + np.asarray(work_s, dtype=np.float64)[:-1]
+    drained = np.minimum(after, np.diff(submit))
+    return float((after * drained - 0.5 * drained * drained).sum() / span)
 
 
 class QueueState:

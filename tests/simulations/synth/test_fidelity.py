@@ -22,6 +22,7 @@ def test_a_trace_against_itself_has_no_distance(sdsc_slice: Path) -> None:
     assert t.hour_of_day_tv == t.day_of_week_tv == 0
     assert t.gap_autocorrelation_max_diff == t.hourly_autocorrelation_max_diff == 0
     assert t.sequence_similarity == 1
+    assert t.real_work is not None and t.real_work == t.synthetic_work
     # The real log breaks the kill rule (jobs ran past their request), so it "fails".
     assert not report.constraints.passed
     assert not report.passed

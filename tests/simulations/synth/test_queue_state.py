@@ -22,7 +22,14 @@ from simulations.synth.generator import (
 )
 from simulations.synth.intensity import OperationalTime
 from simulations.synth.model_files import load_model, save_model
-from simulations.synth.queue_state import QUEUE_NUMBERS, QueueState, job_work
+from simulations.synth.queue_state import (
+    QUEUE_NUMBERS,
+    QueueState,
+    backlog_time_mean_s,
+    found_backlog_s,
+    job_work,
+    machine_work_s,
+)
 from simulations.synth.sequence import _QUEUE_AT, SequenceModel, _History
 from simulations.synth.temporal import time_profile
 
@@ -170,3 +177,23 @@ def test_hour_shares_that_are_not_shares_are_refused(sequence: SequenceModel) ->
         data["hour_of_day_shares"] = bad
         with pytest.raises(ValueError, match="hour_of_day_shares"):
             SynthMetadata.model_validate(data)
+
+
+def test_the_backlogs_time_mean_integrates_its_draining() -> None:
+    """One job of 2 machine-hours at t=0, the next 4 hours later: the backlog drains
+    from 2 h to 0 over the first 2 hours (area 2 h x 2 h / 2) and is empty for the next
+    2, so its time mean is 0.5 h; the second job finds nothing."""
+    submit = np.array([0.0, 4 * 3600.0])
+    work = np.array([2 * 3600.0, 3600.0])
+    assert found_backlog_s(submit, work).tolist() == [0.0, 0.0]
+    assert backlog_time_mean_s(submit, work) == pytest.approx(0.5 * 3600)
+    # Submitted an hour apart, the second finds an hour left; mean (2+1)/2 h over 1 h.
+    close = np.array([0.0, 3600.0])
+    assert found_backlog_s(close, work).tolist() == [0.0, 3600.0]
+    assert backlog_time_mean_s(close, work) == pytest.approx(1.5 * 3600)
+    assert backlog_time_mean_s(np.array([5.0]), np.array([9.0])) == 0
+
+
+def test_machine_work_counts_at_most_the_request_on_at_most_the_machine() -> None:
+    work = machine_work_s(np.array([50, 500]), np.array([100, 100]), np.array([4, 20]), 10)
+    assert work.tolist() == [50 * 4 / 10, 100 * 10 / 10]
