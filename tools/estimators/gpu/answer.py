@@ -1,7 +1,8 @@
 """Answering "how long on this GPU?" for a model: by catalog name or by a spec file.
 
-``gpu_targets`` resolves ``--gpu NAME`` against the catalog's GPU models (an unknown name
-is an error listing the known ones) and ``--gpu-spec FILE.json`` through NeuSight's keys.
+``gpu_targets`` resolves ``--gpu NAME`` against the catalog's GPU models (whole in any
+case, or a part of exactly one, ``H100``; an unknown name is an error listing the known
+ones, a part of several one listing those) and ``--gpu-spec FILE.json`` through NeuSight's keys.
 ``gpu_option_estimates`` traces each batch size once and prices it on every GPU asked:
 per-iteration time (the per-operator model, p10/p50/p90), ``forward_backward_s``
 without the optimizer step (what published measurements, NeuSight's among them, time),
@@ -81,13 +82,24 @@ class GpuOptionEstimate(BaseModel):
 def gpu_targets(
     names: Sequence[str], spec_files: Sequence[Path], catalog: Catalog | None
 ) -> list[GpuSpec]:
-    """The GPUs asked for; an unknown name or a bad spec file is an InvalidInputError."""
+    """The GPUs asked for; an unknown or ambiguous name or a bad spec file is an
+    InvalidInputError. A name is a catalog GPU model, whole in any case, or a part of
+    exactly one (``H100``)."""
     targets = [load_spec_file(path) for path in spec_files]
     known = catalog_gpus(catalog) if catalog is not None else {}
     for name in names:
         match = known.get(name) or next(
             (g for model, g in known.items() if model.lower() == name.lower()), None
         )
+        part_of = sorted(model for model in known if name.strip().lower() in model.lower())
+        if match is None and len(part_of) == 1 and name.strip():
+            match = known[part_of[0]]
+        if match is None and len(part_of) > 1 and name.strip():
+            raise InvalidInputError(
+                f"more than one GPU has that name in it ({'; '.join(part_of)}): give one whole",
+                field="--gpu",
+                value=name,
+            )
         if match is None:
             raise InvalidInputError(
                 f"unknown GPU (known: {'; '.join(sorted(known)) or 'none in the catalog'})",

@@ -91,6 +91,14 @@ def test_unknown_gpu_name_lists_the_known_ones() -> None:
     assert "--gpu" in str(info.value) and "Voodoo 5" in str(info.value)
     (spec,) = gpu_targets(["nvidia a100 80gb"], [], catalog)
     assert spec.sms == 108
+    # A part of one name is that GPU; a part of several, or nothing, is refused.
+    (h100,) = gpu_targets(["h100"], [], catalog)
+    assert h100 == gpu_targets(["NVIDIA H100 PCIe 80GB"], [], catalog)[0]
+    with pytest.raises(InvalidInputError, match="Volta\\); NVIDIA Tesla V100") as twice:
+        gpu_targets(["V100"], [], catalog)
+    assert "give one whole" in str(twice.value) and "'V100'" in str(twice.value)
+    with pytest.raises(InvalidInputError, match="unknown GPU"):
+        gpu_targets(["  "], [], catalog)
 
 
 def test_option_estimates_carry_forward_backward_and_walltime() -> None:
