@@ -9,10 +9,11 @@ per trace and model, the column KS, EASY bsld against the real trace's, and the 
 that sees time (hour-of-day and day-of-week arrival TV, autocorrelation differences,
 session KS, sequence similarity), the weekly offered load's coefficient of variation, the
 backlog arrivals find over its time mean ("found/mean": below 1, arrivals avoid the queue)
-and the correlation of a day's jobs with their mean size ("day n~w"), real / synthetic, with ``temporal.png`` and the other plots per trace and model under
-``--report``. Each model is fitted once per trace (seed 0) and sampled with seeds
-0..``--seeds``-1. Traces longer than ``--max-jobs`` are cut to their first
-``--max-jobs`` jobs (header kept) so that the whole table fits in minutes on 2 cores.
+and the correlation of a day's jobs with their mean size ("day n~w"), real / synthetic,
+with ``temporal.png`` and the other plots per trace and model under ``--report``. Each
+model is fitted once per trace (seed 0) and sampled with seeds 0..``--seeds``-1. Traces
+longer than ``--max-jobs`` are cut to their first ``--max-jobs`` jobs (header kept) so
+that the whole table fits in minutes on 2 cores.
 
 For each model (Gaussian copula, TVAE): fit on the whole trace (53,999 replayable
 jobs); time ``load model + generate + write SWF`` for 100,000 jobs (median of 3; target
