@@ -69,7 +69,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "synth": LazyCommand(
         "rightsize.commands.synth:app",
-        "Synthetic job traces fitted on a real SWF trace (copula or TVAE).",
+        "Synthetic job traces fitted on a real SWF trace (sequence, copula or TVAE).",
     ),
     "mcp": LazyCommand(
         "rightsize.commands.mcp:app", "The MCP server (stdio or streamable HTTP); its users."

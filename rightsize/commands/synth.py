@@ -216,6 +216,9 @@ def evaluate_command(
         0.05, "--max-hour-tv", help="Target: largest hour-of-day arrival TV distance"
     ),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when a target is missed."),
+    procs: int | None = typer.Option(
+        None, "--procs", min=1, help="Machine size (default: each trace's header)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
     """Compare a synthetic trace with the real one: KS, Wasserstein, correlations, EASY."""
@@ -230,7 +233,7 @@ def evaluate_command(
         )
     try:
         with progress(f"evaluating {synthetic.name}", quiet=as_json):
-            result = evaluate(real, synthetic, report_dir=report, targets=targets)
+            result = evaluate(real, synthetic, report_dir=report, targets=targets, procs=procs)
     except RightsizeError as error:
         fail(error, as_json)
     emit(result, as_json, lambda: _render(result))

@@ -200,9 +200,10 @@ def compare_correlations(real: JobTable, synthetic: JobTable) -> CorrelationComp
     )
 
 
-def easy_figures(path: str | Path) -> EasyFigures:
-    """EASY with user estimates over the whole trace, in the simulator."""
-    result = replay(load_swf(path), policy="easy", estimate="user").result
+def easy_figures(path: str | Path, *, procs: int | None = None) -> EasyFigures:
+    """EASY with user estimates over the whole trace, in the simulator; ``procs``: the
+    machine's processors instead of the header's."""
+    result = replay(load_swf(path, procs=procs), policy="easy", estimate="user").result
     return EasyFigures(
         jobs=result.jobs,
         machine_procs=result.machine_procs,
@@ -224,11 +225,14 @@ def evaluate(
     *,
     report_dir: str | Path | None = None,
     targets: Targets | None = None,
+    procs: int | None = None,
 ) -> FidelityReport:
-    """Compare two SWF traces; write heatmaps and CDF plots when ``report_dir`` is given."""
+    """Compare two SWF traces; write heatmaps and CDF plots when ``report_dir`` is given.
+    ``procs``: the machine's processors for both traces, instead of their headers' (as in
+    ``rightsize simulate``; a header may give none)."""
     goal = targets or Targets()
-    real_trace = read_trace(real)
-    synthetic_trace = read_trace(synthetic)
+    real_trace = read_trace(real, procs=procs)
+    synthetic_trace = read_trace(synthetic, procs=procs)
     columns = column_distances(real_trace.table, synthetic_trace.table)
     correlation = compare_correlations(real_trace.table, synthetic_trace.table)
     temporal = compare_time(
@@ -239,7 +243,8 @@ def evaluate(
         real_procs=real_trace.machine_procs,
         synthetic_procs=synthetic_trace.machine_procs,
     )
-    real_easy, synthetic_easy = easy_figures(real), easy_figures(synthetic)
+    real_easy = easy_figures(real, procs=procs)
+    synthetic_easy = easy_figures(synthetic, procs=procs)
     scheduling = SchedulingComparison(
         real=real_easy,
         synthetic=synthetic_easy,

@@ -121,3 +121,23 @@ def test_the_sequence_model_fits_and_samples_from_the_command_line(
     assert summary["jobs"] == 300 and summary["load_factor"] == 1.0
     assert 0 < summary["kept_share"] <= 1
     assert check_trace(out).passed
+
+
+def test_evaluate_takes_the_machine_size_a_headerless_trace_lacks(
+    sdsc_slice: Path, tmp_path: Path
+) -> None:
+    # The error for a trace without MaxProcs says "pass --procs": evaluate takes it.
+    lines = sdsc_slice.read_text().splitlines()
+    headerless = tmp_path / "headerless.swf"
+    headerless.write_text("\n".join(line for line in lines[:800] if not line.startswith(";")))
+    args = ["synth", "evaluate", "--real", str(headerless), "--synthetic", str(headerless)]
+    missing = runner.invoke(app, [*args, "--json"])
+    assert missing.exit_code == 2
+    error = json.loads(missing.stdout)
+    assert error["field"] == "MaxProcs" and "pass --procs" in error["error"]
+    given = runner.invoke(app, [*args, "--procs", "128", "--json"])
+    assert given.exit_code == 0, given.output
+    report = json.loads(given.stdout)
+    assert report["scheduling"]["real"]["machine_procs"] == 128
+    assert report["temporal"]["real_work"] == report["temporal"]["synthetic_work"]
+    assert report["temporal"]["real_work"]["arrival_backlog_ratio"] > 0
