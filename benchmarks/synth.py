@@ -43,14 +43,11 @@ from simulations.synth.columns import COLUMNS, read_trace
 from simulations.synth.fidelity import evaluate
 from simulations.synth.generator import (
     ModelKind,
-    TraceModel,
     generate,
-    weekly_load_cv,
     write_trace,
 )
 from simulations.synth.model_files import fit_model, load_model, save_model
-from simulations.synth.temporal import WorkProfile
-from tools.traces.swf import SWFReader, write_swf
+from simulations.synth.trace_table import HEADER, TraceRow, row_line, trace_table
 
 TRACE = (
     Path(__file__).resolve().parents[2]
@@ -155,125 +152,9 @@ SHARED_TRACES = (
 )
 
 
-def _first_jobs(source: Path, jobs: int, work: Path) -> Path:
-    """``source`` cut to its first ``jobs`` records (header kept), or itself when shorter."""
-    with SWFReader(source) as reader:
-        header = reader.header
-        records = []
-        for record in reader:
-            records.append(record)
-            if len(records) > jobs:
-                break
-    if len(records) <= jobs:
-        return source
-    out = work / f"{source.name.split('.swf')[0]}-first{jobs}.swf"
-    write_swf(out, header, records[:jobs])
-    return out
-
-
-def _fit(real: Path, kind: ModelKind, args: argparse.Namespace) -> tuple[TraceModel, float]:
-    """The model of ``kind`` fitted on ``real`` (seed 0) and the seconds it took."""
-    trace = read_trace(real)
-    options: dict[str, Any] = {}
-    if kind == "sequence":
-        options["epochs"] = args.sequence_epochs
-    elif kind == "tvae":
-        options["epochs"] = args.epochs
-    began = time.perf_counter()
-    model = fit_model(trace, kind, seed=0, **options)
-    return model, time.perf_counter() - began
-
-
-def _work(profile: WorkProfile | None) -> WorkProfile:
-    """The work profile evaluate() fills for both traces (it knows their machines)."""
-    if profile is None:
-        raise RuntimeError("evaluate() left a trace's work profile out")
-    return profile
-
-
-def _trace_row(
-    real: Path,
-    kind: ModelKind,
-    seed: int,
-    args: argparse.Namespace,
-    work: Path,
-    fitted: tuple[TraceModel, float],
-) -> dict[str, Any]:
-    """One sample of ``seed`` from the fitted model, against the real trace."""
-    trace = read_trace(real)
-    model, fit_s = fitted
-    began = time.perf_counter()
-    sample = generate(model, len(trace.table), seed=seed)
-    synthetic = work / f"{real.name}-{kind}-{seed}.swf"
-    write_trace(synthetic, sample, model.metadata)
-    sample_s = time.perf_counter() - began
-    report_dir = None
-    if args.report is not None and seed == 0:
-        report_dir = args.report / real.name.split(".swf")[0] / kind
-    report = evaluate(real, synthetic, report_dir=report_dir)
-    t = report.temporal
-    sampled = read_trace(synthetic)
-    return {
-        "trace": real.name,
-        "model": kind,
-        "seed": seed,
-        "jobs": len(trace.table),
-        "fit_s": fit_s,
-        "sample_s": sample_s,
-        "kept_share": sample.kept_share,
-        "load_factor": sample.load_factor,
-        "ks_max": max(c.ks for c in report.columns),
-        "ks_max_column": max(report.columns, key=lambda c: c.ks).column,
-        "corr_max_abs_diff": report.correlation.max_abs_difference,
-        "real_bsld": report.scheduling.real.mean_bsld,
-        "bsld": report.scheduling.synthetic.mean_bsld,
-        "bsld_rel": report.scheduling.bsld_relative_difference,
-        "hour_tv": t.hour_of_day_tv,
-        "weekday_tv": t.day_of_week_tv,
-        "gap_acf_diff": t.gap_autocorrelation_max_diff,
-        "hourly_acf_diff": t.hourly_autocorrelation_max_diff,
-        "session_jobs_ks": t.session_jobs_ks,
-        "real_session_jobs": t.real.mean_session_jobs,
-        "session_jobs": t.synthetic.mean_session_jobs,
-        "sequence_similarity": t.sequence_similarity,
-        "real_found_ratio": _work(t.real_work).arrival_backlog_ratio,
-        "found_ratio": _work(t.synthetic_work).arrival_backlog_ratio,
-        "real_day_corr": _work(t.real_work).daily_jobs_work_correlation,
-        "day_corr": _work(t.synthetic_work).daily_jobs_work_correlation,
-        "real_week_cv": weekly_load_cv(trace.table, trace.machine_procs),
-        "week_cv": weekly_load_cv(sampled.table, trace.machine_procs),
-        "constraints_passed": report.constraints.passed,
-        "passed": report.passed,
-    }
-
-
-_HEADER = (
-    f"{'trace':<14} {'model':<8} {'jobs':>6} {'KS max':>13} {'EASY bsld real/syn':>19} "
-    f"{'rel':>6} {'hour TV':>7} {'wday TV':>7} {'gapACF':>6} {'hrACF':>6} "
-    f"{'sess KS':>7} {'jobs/sess r/s':>13} {'seq sim':>7} {'week CV r/s':>11} "
-    f"{'found/mean r/s':>14} {'day n~w r/s':>13} {'pass':>4}"
-)
-
-
-def _line(r: dict[str, Any]) -> str:
-    short = "-".join(r["trace"].split("-")[:2])
-    return (
-        f"{short:<14} {r['model']:<8} {r['jobs']:>6} "
-        f"{r['ks_max']:>5.3f} {r['ks_max_column'][:7]:>7} "
-        f"{r['real_bsld']:>9.1f}/{r['bsld']:<9.1f} {r['bsld_rel']:>+6.0%} "
-        f"{r['hour_tv']:>7.3f} {r['weekday_tv']:>7.3f} {r['gap_acf_diff']:>6.3f} "
-        f"{r['hourly_acf_diff']:>6.3f} {r['session_jobs_ks']:>7.3f} "
-        f"{r['real_session_jobs']:>6.2f}/{r['session_jobs']:<6.2f} "
-        f"{r['sequence_similarity']:>7.3f} {r['real_week_cv']:>5.2f}/{r['week_cv']:<5.2f} "
-        f"{r['real_found_ratio']:>6.2f}/{r['found_ratio']:<7.2f} "
-        f"{r['real_day_corr']:>+6.2f}/{r['day_corr']:<+6.2f} "
-        f"{'yes' if r['passed'] else 'no':>4}"
-    )
-
-
 def _traces_table(args: argparse.Namespace) -> int:
     names = SHARED_TRACES if args.traces == ["all"] else tuple(args.traces)
-    rows: list[dict[str, Any]] = []
+    paths = [TRACES / name if "/" not in name else Path(name) for name in names]
     if not args.json:
         print(
             f"# {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; first "
@@ -282,28 +163,29 @@ def _traces_table(args: argparse.Namespace) -> int:
             "<= 0.05",
             flush=True,
         )
-        print(_HEADER, flush=True)
-    with tempfile.TemporaryDirectory() as directory:
-        work = Path(directory)
-        for name in names:
-            real = _first_jobs(
-                TRACES / name if "/" not in name else Path(name), args.max_jobs, work
-            )
-            for kind in args.models:
-                fitted = _fit(real, kind, args)  # once per trace and model: seeds sample it
-                for seed in range(args.seeds):
-                    rows.append(_trace_row(real, kind, seed, args, work, fitted))
-                    r = rows[-1]
-                    print(
-                        f"# {name} {kind} seed {seed}: fit {r['fit_s']:.0f} s, sample "
-                        f"{r['sample_s']:.0f} s",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    if not args.json:
-                        print(_line(r), flush=True)  # each row as it comes: this takes a while
+        print(HEADER, flush=True)
+
+    def show(r: TraceRow) -> None:
+        print(
+            f"# {r.trace} {r.model} seed {r.seed}: fit {r.fit_s:.0f} s, sample {r.sample_s:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+        if not args.json:
+            print(row_line(r), flush=True)  # each row as it comes: this takes a while
+
+    rows = trace_table(
+        paths,
+        args.models,
+        seeds=args.seeds,
+        max_jobs=args.max_jobs,
+        sequence_epochs=args.sequence_epochs,
+        tvae_epochs=args.epochs,
+        report=args.report,
+        on_row=show,
+    )
     if args.json:
-        print(json.dumps(rows, indent=1, default=str))
+        print(json.dumps([r.model_dump() for r in rows], indent=1))
     return 0
 
 

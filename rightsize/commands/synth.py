@@ -239,3 +239,75 @@ def evaluate_command(
     emit(result, as_json, lambda: _render(result))
     if strict and not result.passed:
         raise typer.Exit(code=1)
+
+
+@app.command("table")
+def table_command(
+    traces: list[Path] = typer.Argument(..., help="Real SWF traces (.swf or .swf.gz)"),
+    models: list[str] = typer.Option(
+        ["sequence"], "--model", help="copula, tvae or sequence (repeatable)"
+    ),
+    seeds: int = typer.Option(1, "--seeds", min=1, help="Samples per trace and model"),
+    max_jobs: int = typer.Option(
+        20_000, "--max-jobs", min=2, help="Each trace cut to its first jobs (header kept)"
+    ),
+    sequence_epochs: int = typer.Option(8, "--sequence-epochs", min=1),
+    tvae_epochs: int = typer.Option(60, "--tvae-epochs", min=1),
+    report: Path | None = typer.Option(
+        None, "--report", help="Seed 0's plots and fidelity.json under DIR/TRACE/MODEL"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
+) -> None:
+    """One table over several traces: each generator fitted once, sampled per seed, and
+    checked (column KS, EASY bsld, time and work in time, real / synthetic)."""
+    from simulations.synth.trace_table import HEADER, TraceRow, row_line, trace_table
+
+    if not as_json:
+        typer.echo(
+            f"# first {max_jobs:,} jobs of each trace; {seeds} seed(s); sequence "
+            f"{sequence_epochs} epochs; targets: EASY bsld within 20%, hour-of-day TV <= 0.05"
+        )
+        typer.echo(HEADER)
+
+    def show(row: TraceRow) -> None:
+        if not as_json:
+            typer.echo(row_line(row))  # each row as it comes: a trace takes minutes
+
+    try:
+        rows = trace_table(
+            traces,
+            models,
+            seeds=seeds,
+            max_jobs=max_jobs,
+            sequence_epochs=sequence_epochs,
+            tvae_epochs=tvae_epochs,
+            report=report,
+            on_row=show,
+        )
+    except RightsizeError as error:
+        fail(error, as_json)
+    if as_json:
+        emit([r.model_dump() for r in rows], as_json, lambda: None)
+
+
+@app.command(
+    "schedulers",
+    context_settings={
+        "allow_extra_args": True,
+        "ignore_unknown_options": True,
+        "help_option_names": [],
+    },
+    add_help_option=False,
+)
+def schedulers_command(ctx: typer.Context) -> None:
+    """Seed 003's question: PPO and the learned priority trained on a real trace and on
+    the sequence model's synthetic one, on held-out real jobs, beside FCFS, SJF, F1 and
+    EASY++ (`--help` lists the options)."""
+    from simulations.learned.rl_experiment import main
+
+    try:
+        code = main(list(ctx.args), prog="rightsize synth schedulers")
+    except RightsizeError as error:
+        fail(error, "--json" in ctx.args)
+    if code:
+        raise typer.Exit(code=code)

@@ -108,9 +108,9 @@ def _priority_bsld(seq: Sequence, policy: object) -> float:
     return jobs.mean_bsld(policy)  # type: ignore[arg-type]
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--trace", type=Path, default=_TRACE)
     parser.add_argument("--split", type=float, default=0.7)
@@ -210,8 +210,10 @@ def _ppo_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         parser.error(str(e))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
+    """The experiment on ``argv`` (the command line's when None); ``prog``: the name its
+    help and errors give the command (``rightsize synth schedulers``)."""
+    parser = _parser(prog)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
 

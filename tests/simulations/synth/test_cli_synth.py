@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from rightsize.cli import app
@@ -141,3 +142,71 @@ def test_evaluate_takes_the_machine_size_a_headerless_trace_lacks(
     assert report["scheduling"]["real"]["machine_procs"] == 128
     assert report["temporal"]["real_work"] == report["temporal"]["synthetic_work"]
     assert report["temporal"]["real_work"]["arrival_backlog_ratio"] > 0
+
+
+def test_the_table_over_traces_has_a_row_per_trace_model_and_seed(
+    sdsc_slice: Path, tmp_path: Path
+) -> None:
+    args = ["synth", "table", str(sdsc_slice), "--model", "copula", "--seeds", "2",
+            "--max-jobs", "3000"]  # fmt: skip
+    result = runner.invoke(app, [*args, "--report", str(tmp_path / "report"), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["trace"], r["model"], r["seed"]) for r in rows] == [
+        ("sdsc-slice-first3000.swf", "copula", 0),
+        ("sdsc-slice-first3000.swf", "copula", 1),
+    ]
+    # the replayable jobs of the first 3,000 records
+    assert 2_500 < rows[0]["jobs"] == rows[1]["jobs"] <= 3_000
+    assert all(0 <= r["ks_max"] <= 1 for r in rows)
+    assert all(r["real_bsld"] == rows[0]["real_bsld"] > 0 for r in rows)  # one real slice
+    assert rows[0]["bsld"] != rows[1]["bsld"]  # two samples
+    # Seed 0's plots and fidelity.json, not seed 1's (one directory per trace and model).
+    report = tmp_path / "report" / "sdsc-slice-first3000" / "copula"
+    assert (report / "fidelity.json").is_file() and (report / "temporal.png").is_file()
+    plain = runner.invoke(app, [*args[:5], "--seeds", "1", "--max-jobs", "3000"])
+    assert plain.exit_code == 0, plain.output
+    lines = plain.stdout.splitlines()
+    assert "found/mean r/s" in lines[1] and lines[2].startswith("sdsc-slice")
+
+
+def test_the_table_refuses_an_unknown_generator_or_a_missing_trace(
+    sdsc_slice: Path, tmp_path: Path
+) -> None:
+    gan = runner.invoke(app, ["synth", "table", str(sdsc_slice), "--model", "gan", "--json"])
+    assert gan.exit_code == 2 and json.loads(gan.stdout)["field"] == "model"
+    missing = runner.invoke(app, ["synth", "table", str(tmp_path / "nope.swf"), "--json"])
+    assert missing.exit_code == 2
+    assert json.loads(missing.stdout)["field"] == "trace"
+
+
+def test_schedulers_trained_on_real_and_synthetic_beside_the_heuristics(
+    sdsc_slice: Path,
+) -> None:
+    # Seed 003's experiment, as small as it runs: one held-out sequence, one seed, one
+    # PPO epoch, one CEM generation, a one-epoch sequence model.
+    result = runner.invoke(
+        app,
+        ["synth", "schedulers", "--trace", str(sdsc_slice), "--seeds", "1", "--windows", "1",
+         "--ppo-epochs", "1", "--trajectories", "2", "--cem-generations", "1",
+         "--generator-epochs", "1", "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert {(r["scheduler"], r["trained_on"]) for r in rows} == {
+        ("FCFS", "-"),
+        ("SJF", "-"),
+        ("F1", "-"),
+        ("EASY (engine)", "-"),
+        ("EASY++", "-"),
+        ("PPO", "real"),
+        ("PPO", "synthetic sequence"),
+        ("learned priority (CEM)", "real"),
+        ("learned priority (CEM)", "synthetic sequence"),
+    }
+    assert all(r["held_out_bsld"] >= 1 and len(r["per_sequence"]) == 1 for r in rows)
+    # The simulators agree: plain EASY in the engine is FCFS with backfilling here.
+    by = {(r["scheduler"], r["trained_on"]): r["held_out_bsld"] for r in rows}
+    assert by[("EASY (engine)", "-")] == pytest.approx(by[("FCFS", "-")])
+    bad = runner.invoke(app, ["synth", "schedulers", "--sources", "gan"])
+    assert bad.exit_code == 2 and "--sources" in bad.output
