@@ -80,6 +80,7 @@ class InvalidInputError(RightsizeError, ValueError):
         self.source = source
         self.field = field
         self.value = value
+        self.reason = message  # what is wrong, without where (for a caller adding its own)
         where = ": ".join(part for part in (source, field) if part)
         if value is not None and not isinstance(value, dict | list) and repr(value) not in message:
             message = f"{message} (value: {value!r})"

@@ -138,5 +138,5 @@ def load_model(path: str | Path) -> TraceModel:
         return TVAEModel.from_state(metadata, state)
     except InvalidInputError as error:
         raise InvalidInputError(
-            str(error), source=source, field=error.field or "state", value=error.value
+            error.reason, source=source, field=error.field or "state", value=error.value
         ) from error

@@ -87,6 +87,9 @@ def test_a_network_that_does_not_fit_its_metadata_is_refused(
     with pytest.raises(InvalidInputError, match="does not match its metadata") as caught:
         load_model(path)
     assert caught.value.field == "state"
+    # The file and the field once, as every error says them (it said "state: state:").
+    assert str(caught.value).startswith(f"{path}: state: the ")
+    assert "state: state:" not in str(caught.value)
 
 
 def test_a_copula_with_missing_classes_is_refused(copula: CopulaModel, tmp_path: Path) -> None:
