@@ -302,7 +302,8 @@ def table_command(
 def schedulers_command(ctx: typer.Context) -> None:
     """Seed 003's question: PPO and the learned priority trained on a real trace and on
     the sequence model's synthetic one, on held-out real jobs, beside FCFS, SJF, F1 and
-    EASY++ (`--help` lists the options)."""
+    EASY++ (`--help` lists the options; minutes a seed: `rightsize -v synth schedulers`
+    logs each result as it comes)."""
     from simulations.learned.rl_experiment import main
 
     try:
