@@ -290,25 +290,83 @@ def table_command(
         emit([r.model_dump() for r in rows], as_json, lambda: None)
 
 
-@app.command(
-    "schedulers",
-    context_settings={
-        "allow_extra_args": True,
-        "ignore_unknown_options": True,
-        "help_option_names": [],
-    },
-    add_help_option=False,
-)
-def schedulers_command(ctx: typer.Context) -> None:
+@app.command("schedulers")
+def schedulers_command(
+    trace: Path | None = typer.Option(
+        None, "--trace", help="Real SWF trace (default: SDSC-SP2 from the shared data)"
+    ),
+    split: float | None = typer.Option(None, "--split", help="Training share (default 0.7)"),
+    seeds: int | None = typer.Option(None, "--seeds", help="Seeds per source (default 3)"),
+    first_seed: int | None = typer.Option(None, "--first-seed", help="Default 0"),
+    windows: int | None = typer.Option(
+        None, "--windows", help="Held-out sequences of 1,024 jobs (default 8)"
+    ),
+    sources: str | None = typer.Option(
+        None, "--sources", help="real, synthetic or both, comma-separated (default both)"
+    ),
+    ppo_epochs: int | None = typer.Option(None, "--ppo-epochs", help="Default 20"),
+    trajectories: int | None = typer.Option(
+        None, "--trajectories", help="PPO training sequences per epoch"
+    ),
+    updates: int | None = typer.Option(None, "--updates", help="PPO steps per epoch's batch"),
+    learning_rate: float | None = typer.Option(None, "--learning-rate"),
+    entropy: float | None = typer.Option(None, "--entropy"),
+    baseline: str | None = typer.Option(
+        None, "--baseline", help="SJF, F1, FCFS or none: what PPO's reward is relative to"
+    ),
+    imitate: str | None = typer.Option(
+        None, "--imitate", help="SJF, F1, FCFS or none: PPO's starting policy (default SJF)"
+    ),
+    cem_generations: int | None = typer.Option(
+        None, "--cem-generations", help="0: no learned priority (default 10)"
+    ),
+    generator_epochs: int | None = typer.Option(None, "--generator-epochs", help="Default 10"),
+    generator_file: Path | None = typer.Option(
+        None, "--generator-file", help="Sequence model to load, or to fit once and save"
+    ),
+    fit_generator_once: bool = typer.Option(
+        False, "--fit-generator-once", help="One sequence model (seed 0) for every seed"
+    ),
+    synthetic_jobs: int | None = typer.Option(
+        None, "--synthetic-jobs", help="Jobs per synthetic trace (default: the training part's)"
+    ),
+    save_policies: Path | None = typer.Option(
+        None, "--save-policies", help="Folder for the PPO networks' weights"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
+) -> None:
     """Seed 003's question: PPO and the learned priority trained on a real trace and on
     the sequence model's synthetic one, on held-out real jobs, beside FCFS, SJF, F1 and
-    EASY++ (`--help` lists the options; minutes a seed: `rightsize -v synth schedulers`
-    logs each result as it comes)."""
+    EASY++ (minutes a seed: `rightsize -v synth schedulers` logs each result as it
+    comes)."""
     from simulations.learned.rl_experiment import main
 
+    given: dict[str, object] = {
+        "--trace": trace,
+        "--split": split,
+        "--seeds": seeds,
+        "--first-seed": first_seed,
+        "--windows": windows,
+        "--sources": sources,
+        "--ppo-epochs": ppo_epochs,
+        "--trajectories": trajectories,
+        "--updates": updates,
+        "--learning-rate": learning_rate,
+        "--entropy": entropy,
+        "--baseline": baseline,
+        "--imitate": imitate,
+        "--cem-generations": cem_generations,
+        "--generator-epochs": generator_epochs,
+        "--generator-file": generator_file,
+        "--synthetic-jobs": synthetic_jobs,
+        "--save-policies": save_policies,
+    }
+    # The experiment owns its defaults and checks: only what was given is passed on.
+    argv = [part for flag, v in given.items() if v is not None for part in (flag, str(v))]
+    argv += ["--fit-generator-once"] * fit_generator_once + ["--json"] * as_json
     try:
-        code = main(list(ctx.args), prog="rightsize synth schedulers")
+        code = main(argv, prog="rightsize synth schedulers")
     except RightsizeError as error:
-        fail(error, "--json" in ctx.args)
+        fail(error, as_json)
     if code:
         raise typer.Exit(code=code)
