@@ -75,15 +75,19 @@ def found_backlog_s(submit_s: np.ndarray, work_s: np.ndarray) -> np.ndarray:
     return found
 
 
-def backlog_time_mean_s(submit_s: np.ndarray, work_s: np.ndarray) -> float:
+def backlog_time_mean_s(
+    submit_s: np.ndarray, work_s: np.ndarray, found_s: np.ndarray | None = None
+) -> float:
     """The same fluid backlog's mean over time, from the first submission to the last
     (0 when they coincide). Between two submissions the backlog left after the first
-    drains at one machine-second a second until it is empty."""
+    drains at one machine-second a second until it is empty. ``found_s``: what
+    :func:`found_backlog_s` gives for them, when the caller has it."""
     submit = np.asarray(submit_s, dtype=np.float64)
     span = float(submit[-1] - submit[0]) if submit.size else 0.0
     if span <= 0:
         return 0.0
-    after = found_backlog_s(submit, work_s)[:-1] + np.asarray(work_s, dtype=np.float64)[:-1]
+    found = found_backlog_s(submit, work_s) if found_s is None else np.asarray(found_s)
+    after = found[:-1] + np.asarray(work_s, dtype=np.float64)[:-1]
     drained = np.minimum(after, np.diff(submit))
     return float((after * drained - 0.5 * drained * drained).sum() / span)
 

@@ -20,7 +20,7 @@ Per-column distances cannot tell a trace from its rows shuffled. These can:
   queue arrivals find. On every shared real trace the jobs find a fluid backlog at
   least as long as its time mean (1.04-1.41); a generator whose arrivals avoid the
   queue can match the queue's time mean and still make jobs wait too little (ALCF-Theta:
-  0.62, EASY bsld -64%).
+  0.61, EASY bsld -64%).
 """
 
 from __future__ import annotations
@@ -193,12 +193,12 @@ def work_profile(table: JobTable, machine_procs: int) -> WorkProfile:
         x, y = np.log(jobs[busy]), np.log(per_day[busy] / jobs[busy])
         if x.std() > 0 and y.std() > 0:
             correlation = float(np.corrcoef(x, y)[0, 1])
-    time_mean = backlog_time_mean_s(submit, work)
-    found = float(found_backlog_s(submit, work).mean())
+    found = found_backlog_s(submit, work)
+    time_mean = backlog_time_mean_s(submit, work, found)
     return WorkProfile(
         daily_work_cv=round(cv, 4),
         daily_jobs_work_correlation=round(correlation, 4),
-        arrival_backlog_ratio=round(found / time_mean, 4) if time_mean > 0 else 0.0,
+        arrival_backlog_ratio=round(float(found.mean()) / time_mean, 4) if time_mean > 0 else 0.0,
     )
 
 

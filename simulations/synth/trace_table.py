@@ -21,7 +21,7 @@ from typing import Any, get_args
 from pydantic import BaseModel, ConfigDict
 
 from knowledge_base.errors import InvalidInputError
-from simulations.synth.columns import read_trace
+from simulations.synth.columns import Trace, read_trace
 from simulations.synth.fidelity import evaluate
 from simulations.synth.generator import (
     ModelKind,
@@ -91,9 +91,8 @@ def first_jobs(source: Path, jobs: int, work: Path) -> Path:
     return out
 
 
-def _fit(real: Path, kind: ModelKind, epochs: dict[str, int]) -> tuple[TraceModel, float]:
-    """The model of ``kind`` fitted on ``real`` (seed 0) and the seconds it took."""
-    trace = read_trace(real)
+def _fit(trace: Trace, kind: ModelKind, epochs: dict[str, int]) -> tuple[TraceModel, float]:
+    """The model of ``kind`` fitted on ``trace`` (seed 0) and the seconds it took."""
     options: dict[str, Any] = {"epochs": epochs[kind]} if kind in epochs else {}
     began = time.perf_counter()
     model = fit_model(trace, kind, seed=0, **options)
@@ -109,13 +108,14 @@ def _work(profile: WorkProfile | None) -> WorkProfile:
 
 def _row(
     real: Path,
+    trace: Trace,
     kind: ModelKind,
     seed: int,
     fitted: tuple[TraceModel, float],
     work: Path,
     report_dir: Path | None,
 ) -> TraceRow:
-    trace = read_trace(real)
+    """``fitted``'s sample of ``seed`` against ``real`` (read as ``trace``)."""
     model, fit_s = fitted
     began = time.perf_counter()
     sample = generate(model, len(trace.table), seed=seed)
@@ -224,13 +224,14 @@ def trace_table(
         work = Path(directory)
         for path in traces:
             real = first_jobs(Path(path), max_jobs, work)
+            trace = read_trace(real)
             for kind in (k for k in checked if k is not None):
-                fitted = _fit(real, kind, epochs)  # once per trace and kind: seeds sample it
+                fitted = _fit(trace, kind, epochs)  # once per trace and kind: seeds sample it
                 for seed in range(seeds):
                     report_dir = None
                     if report is not None and seed == 0:
                         report_dir = report / real.name.split(".swf")[0] / kind
-                    rows.append(_row(real, kind, seed, fitted, work, report_dir))
+                    rows.append(_row(real, trace, kind, seed, fitted, work, report_dir))
                     if on_row is not None:
                         on_row(rows[-1])
     return rows

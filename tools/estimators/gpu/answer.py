@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from knowledge_base.catalog import Catalog
+from knowledge_base.catalog import Catalog, GPUSpec
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.gpu.estimator import GpuStepModel, Quantiles, load_step_model
 from tools.estimators.gpu.promoted import CorrectionApplied, ServingCorrection, gpu_step
@@ -79,6 +79,29 @@ class GpuOptionEstimate(BaseModel):
     note: str = ""
 
 
+def _catalog_gpu(name: str, known: Mapping[str, GPUSpec]) -> GPUSpec:
+    """The catalog GPU ``name`` means: a model's whole name in any case, or a part of
+    exactly one model's name."""
+    needle = name.strip().lower()
+    whole = next((g for model, g in known.items() if model.lower() == needle), None)
+    if whole is not None:
+        return whole
+    part_of = sorted(model for model in known if needle and needle in model.lower())
+    if len(part_of) == 1:
+        return known[part_of[0]]
+    if part_of:
+        raise InvalidInputError(
+            f"more than one GPU has that name in it ({'; '.join(part_of)}): give one whole",
+            field="--gpu",
+            value=name,
+        )
+    raise InvalidInputError(
+        f"unknown GPU (known: {'; '.join(sorted(known)) or 'none in the catalog'})",
+        field="--gpu",
+        value=name,
+    )
+
+
 def gpu_targets(
     names: Sequence[str], spec_files: Sequence[Path], catalog: Catalog | None
 ) -> list[GpuSpec]:
@@ -87,26 +110,7 @@ def gpu_targets(
     exactly one (``H100``)."""
     targets = [load_spec_file(path) for path in spec_files]
     known = catalog_gpus(catalog) if catalog is not None else {}
-    for name in names:
-        match = known.get(name) or next(
-            (g for model, g in known.items() if model.lower() == name.lower()), None
-        )
-        part_of = sorted(model for model in known if name.strip().lower() in model.lower())
-        if match is None and len(part_of) == 1 and name.strip():
-            match = known[part_of[0]]
-        if match is None and len(part_of) > 1 and name.strip():
-            raise InvalidInputError(
-                f"more than one GPU has that name in it ({'; '.join(part_of)}): give one whole",
-                field="--gpu",
-                value=name,
-            )
-        if match is None:
-            raise InvalidInputError(
-                f"unknown GPU (known: {'; '.join(sorted(known)) or 'none in the catalog'})",
-                field="--gpu",
-                value=name,
-            )
-        targets.append(spec_for_catalog_gpu(match))
+    targets += [spec_for_catalog_gpu(_catalog_gpu(name, known)) for name in names]
     return targets
 
 
