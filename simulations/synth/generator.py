@@ -54,6 +54,7 @@ __all__ = [
     "TraceModel",
     "TrainingData",
     "easy_queue_s",
+    "easy_wait_s",
     "generate",
     "hour_of_day_shares",
     "match_offered_load",
@@ -62,6 +63,7 @@ __all__ = [
     "peak_week_load",
     "short_backlog_ratio",
     "short_run",
+    "short_wait_ratio",
     "swf_jobs",
     "thin_to_load",
     "training_data",
@@ -519,14 +521,11 @@ def short_backlog_ratio(table: JobTable, machine_procs: int) -> float | None:
     return float(found[short].mean() / found.mean())
 
 
-def easy_queue_s(table: JobTable, machine_procs: int) -> float:
-    """The work waiting in an EASY queue, on average over the trace's span, in
-    machine-seconds: EASY backfilling with the requests as estimates (as the fidelity
-    check replays a trace) over the jobs, each waiting job counting what it runs (at most
-    its request) on its processors over the machine's. The time integral of the waiting
-    work is the sum over jobs of work x wait, so this is that sum over the span."""
-    if len(table) < 2:
-        return 0.0
+def _easy_waits_s(table: JobTable, machine_procs: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """Each job's wait in EASY backfilling with the requests as estimates (as the
+    fidelity check replays a trace), its work in machine-seconds (what it runs, at most
+    its request, on its processors over the machine's), and the span from the first
+    submission to the last."""
     submit = np.rint(table.submit_s).astype(np.int64)
     request = np.maximum(table.requested_time_s.astype(np.int64), 1)
     run = table.run_s.astype(np.int64)
@@ -543,8 +542,39 @@ def easy_queue_s(table: JobTable, machine_procs: int) -> float:
         last2=False,
     )
     work = np.minimum(run, request).astype(np.float64) * procs / machine_procs
-    span = float(submit[-1] - submit[0])
-    return float((work * (start - submit)).sum() / max(span, 1.0))
+    return (start - submit).astype(np.float64), work, float(submit[-1] - submit[0])
+
+
+def easy_queue_s(table: JobTable, machine_procs: int) -> float:
+    """The work waiting in an EASY queue, on average over the trace's span, in
+    machine-seconds (:func:`_easy_waits_s`). The time integral of the waiting work is the
+    sum over jobs of work x wait, so this is that sum over the span."""
+    if len(table) < 2:
+        return 0.0
+    wait, work, span = _easy_waits_s(table, machine_procs)
+    return float((work * wait).sum() / max(span, 1.0))
+
+
+def easy_wait_s(table: JobTable, machine_procs: int) -> float:
+    """The mean wait of the jobs in EASY (:func:`_easy_waits_s`), each job counting once:
+    the queue as the jobs see it, where :func:`easy_queue_s` is the queue as the machine
+    sees it (a wide job's wait counts for its width there)."""
+    if len(table) < 2:
+        return 0.0
+    return float(_easy_waits_s(table, machine_procs)[0].mean())
+
+
+def short_wait_ratio(table: JobTable, machine_procs: int) -> float | None:
+    """The mean EASY wait of short-run jobs (:func:`short_run`) over every job's
+    (:func:`easy_wait_s`): how much backfilling lets them through (SDSC-SP2 0.43,
+    HPC2N-2002 0.47, ALCF-Theta 0.83); None without short-run jobs or a wait."""
+    if len(table) < 2:
+        return None
+    wait = _easy_waits_s(table, machine_procs)[0]
+    short = short_run(table)
+    if not short.any() or wait.mean() <= 0:
+        return None
+    return float(wait[short].mean() / wait.mean())
 
 
 _HOUR_ROUNDS = 3  # admission passes when the hour profile asked for is given
@@ -560,32 +590,41 @@ _MAX_TILT = 4.0  # the most short-run sessions' admission is tilted against the 
 _TILT_STEPS = 5
 
 
+ShortRatio = Callable[[JobTable, int], float | None]
+
+
 def _tilt_short_sessions(
     table: JobTable,
     keep: np.ndarray,
-    target_ratio: float,
+    target: tuple[ShortRatio, float, bool],
     backlog_scale_s: float,
     machine_procs: int,
     n_jobs: int,
     admit: Callable[[tuple[float, float]], np.ndarray],
 ) -> np.ndarray:
-    """``keep``, or, when its first ``n_jobs`` survivors' short-run jobs find relatively
-    more backlog than ``target_ratio`` (:func:`short_backlog_ratio`), the admission
-    (``admit``, given a tilt and its normalizer) whose survivors' ratio is closest to it,
-    by bisection on the tilt in ``[0, _MAX_TILT]``. The normalizer is the tilt's mean
-    over the backlogs ``keep``'s survivors find, so short-run sessions are admitted about
-    as often as before, but more of them while the queue is short."""
+    """``keep``, or, when its first ``n_jobs`` survivors' short-run jobs fare otherwise
+    than asked, the admission (``admit``, given a tilt and its normalizer) whose
+    survivors' ratio is closest to the one asked, by bisection on the tilt.
+
+    ``target`` (ratio, value, both ways): the survivors' ``ratio``
+    (:func:`short_wait_ratio`, or :func:`short_backlog_ratio` for a model file from before
+    it) is brought to ``value``: from above by a tilt in ``[0, _MAX_TILT]`` (short-run
+    sessions admitted more while the queue is short), and, ``both ways``, from below by one
+    in ``[-_MAX_TILT, 0]`` (more while it is long). The normalizer is the tilt's mean over
+    the backlogs ``keep``'s survivors find, so short-run sessions are admitted about as
+    often as before."""
+    ratio_of, target_ratio, both_ways = target
     survivors = _keep_rows(table, keep).take(slice(0, n_jobs))
-    ratio = short_backlog_ratio(survivors, machine_procs)
-    if ratio is None or ratio <= target_ratio:
+    ratio = ratio_of(survivors, machine_procs)
+    if ratio is None or ratio == target_ratio or (ratio < target_ratio and not both_ways):
         return keep
     x = 1.0 + _found_backlog_s(survivors, machine_procs) / backlog_scale_s
-    closest, best = ratio - target_ratio, keep
-    low, high = 0.0, _MAX_TILT
+    closest, best = abs(ratio - target_ratio), keep
+    low, high = (0.0, _MAX_TILT) if ratio > target_ratio else (-_MAX_TILT, 0.0)
     for _ in range(_TILT_STEPS):
         tilt = 0.5 * (low + high)
         tried = admit((tilt, float(np.mean(x**-tilt))))
-        found = short_backlog_ratio(_keep_rows(table, tried).take(slice(0, n_jobs)), machine_procs)
+        found = ratio_of(_keep_rows(table, tried).take(slice(0, n_jobs)), machine_procs)
         if found is None:
             break
         if abs(found - target_ratio) < closest:
@@ -609,8 +648,10 @@ def thin_to_load(
     hours: np.ndarray | None = None,
     backlog_target_s: float | None = None,
     easy_queue_target_s: float | None = None,
+    easy_wait_target_s: float | None = None,
     hour_shares: np.ndarray | None = None,
     short_ratio_target: float | None = None,
+    short_wait_target: float | None = None,
     report: ThinningReport | None = None,
 ) -> tuple[JobTable, float]:
     """The first ``n_jobs`` of ``table`` after dropping jobs so that they offer
@@ -625,13 +666,14 @@ def thin_to_load(
     (:func:`_admit_to_load`; ``hours`` keeps the admission even over the hours of the
     day, or, with ``hour_shares``, makes the survivors' hour-of-day profile those
     shares), as real users submit less when the machine is backed up, as strongly as makes
-    the first ``n_jobs`` survivors' EASY queue (:func:`easy_queue_s`) the one asked
-    (``easy_queue_target_s``), or else their mean fluid backlog (``backlog_target_s``),
-    or else at strength 1; given ``short_ratio_target`` (the training trace's
-    :func:`short_backlog_ratio`) and survivors whose short-run jobs find relatively
-    more backlog than that, sessions starting with a short-run job are then admitted
-    with a tilt (:func:`_admit_by_backlog`, searched in ``[0, _MAX_TILT]``) that
-    brings the survivors' ratio to it. Every admission tried is then capped: in any
+    the first ``n_jobs`` survivors' mean EASY wait (:func:`easy_wait_s`) the one asked
+    (``easy_wait_target_s``), or else their EASY queue (:func:`easy_queue_s`,
+    ``easy_queue_target_s``: model files from before the wait was recorded), or else their
+    mean fluid backlog (``backlog_target_s``), or else at strength 1. Sessions starting
+    with a short-run job are then admitted with a tilt (:func:`_tilt_short_sessions`)
+    that brings the survivors' :func:`short_wait_ratio` to ``short_wait_target`` from
+    either side, or, for an older model file, their :func:`short_backlog_ratio` down to
+    ``short_ratio_target`` when it is above it. Every admission tried is then capped: in any
     calendar week offering more than ``cap_load`` (default ``_CAP`` times the target),
     more sessions are dropped at random down to it (:func:`_cap_weeks`), so the load and
     the queue the searches find are the ones left after the cap (capping after the
@@ -645,14 +687,14 @@ def thin_to_load(
             field="hour_shares",
             value=np.shape(hour_shares),
         )
-    if short_ratio_target is not None and not (
-        math.isfinite(short_ratio_target) and short_ratio_target > 0
+    for name, ratio in (
+        ("short_backlog_ratio", short_ratio_target),
+        ("short_wait_ratio", short_wait_target),
     ):
-        raise InvalidInputError(
-            "must be a positive ratio of backlogs (the model file's options)",
-            field="short_backlog_ratio",
-            value=short_ratio_target,
-        )
+        if ratio is not None and not (math.isfinite(ratio) and ratio > 0):
+            raise InvalidInputError(
+                "must be a positive ratio (the model file's options)", field=name, value=ratio
+            )
     if not len(table):
         return table, 0.0
     cap_load = _CAP * target_load if cap_load is None else cap_load
@@ -680,10 +722,16 @@ def thin_to_load(
                 cap=cap,
             )
 
-        statistic, target = (
-            (easy_queue_s, easy_queue_target_s)
-            if easy_queue_target_s is not None
-            else (mean_backlog_s, backlog_target_s)
+        statistic, target = next(
+            (
+                (statistic, value)
+                for statistic, value in (
+                    (easy_wait_s, easy_wait_target_s),
+                    (easy_queue_s, easy_queue_target_s),
+                )
+                if value is not None
+            ),
+            (mean_backlog_s, backlog_target_s),
         )
         chosen = 1.0
         if backlog_scale_s is None or target is None:
@@ -701,7 +749,12 @@ def thin_to_load(
             closest = (True, np.inf)  # (load missed, how far from the queue asked)
             too_long, missed = False, []  # (strength, queue distance) where the load was missed
             while steps:
-                strength = 0.5 * (low + high)
+                # Thinning at random (0) is tried before any negative strength: below 0 the
+                # admission can run away, leaving too little load and a short queue, and
+                # the bisection then only went further down (ALCF-Theta with the work
+                # calendar of docs/synthetic.md: 1 left 7.3 h of the 20.1 asked, -0.5 kept
+                # 0.29 of the load and 1.7 h, and 0, which gave 20.3 h, was never tried).
+                strength = 0.0 if low < 0.0 < high <= 1.0 else 0.5 * (low + high)
                 tried = admit(strength)
                 survivors = _keep_rows(table, tried).take(slice(0, n_jobs))
                 load_off = abs(offered_load(survivors, machine_procs) / target_load - 1.0)
@@ -728,11 +781,18 @@ def thin_to_load(
                 )
         if report is not None:
             report.strength = chosen
-        if backlog_scale_s is not None and short_ratio_target is not None:
+        short: tuple[ShortRatio, float, bool] | None = (
+            (short_wait_ratio, short_wait_target, True)
+            if short_wait_target is not None
+            else None
+            if short_ratio_target is None
+            else (short_backlog_ratio, short_ratio_target, False)
+        )
+        if backlog_scale_s is not None and short is not None:
             keep = _tilt_short_sessions(
                 table,
                 keep,
-                short_ratio_target,
+                short,
                 backlog_scale_s,
                 machine_procs,
                 n_jobs,
@@ -745,7 +805,8 @@ def thin_to_load(
 
 def _recorded(meta: SynthMetadata, name: str) -> float | None:
     """A number the model recorded of its training trace (``mean_backlog_s``,
-    ``easy_queue_s``), or None for a model fitted before it was recorded."""
+    ``easy_queue_s``, ``easy_wait_s``...), or None for a model fitted before it was
+    recorded."""
     value = meta.options.get(name)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -781,7 +842,9 @@ def _draw_and_thin(
         hours=meta.clock.hour_and_weekday(table.submit_s)[0],
         backlog_target_s=_recorded(meta, "mean_backlog_s"),
         easy_queue_target_s=_recorded(meta, "easy_queue_s"),
+        easy_wait_target_s=_recorded(meta, "easy_wait_s"),
         short_ratio_target=_recorded(meta, "short_backlog_ratio"),
+        short_wait_target=_recorded(meta, "short_wait_ratio"),
         hour_shares=None
         if meta.hour_of_day_shares is None
         else np.asarray(meta.hour_of_day_shares, dtype=np.float64),

@@ -66,9 +66,11 @@ from simulations.synth.columns import transform_forward as _forward
 from simulations.synth.generator import (
     SynthMetadata,
     easy_queue_s,
+    easy_wait_s,
     mean_backlog_s,
     peak_week_load,
     short_backlog_ratio,
+    short_wait_ratio,
     training_data,
 )
 from simulations.synth.intensity import WEEK_BINS, OperationalTime, weekly_rates
@@ -730,10 +732,14 @@ class SequenceModel:
             "peak_week_load": peak_week_load(trace.table, trace.machine_procs),
             "mean_backlog_s": mean_backlog_s(trace.table, trace.machine_procs),
             "easy_queue_s": easy_queue_s(trace.table, trace.machine_procs),
+            "easy_wait_s": easy_wait_s(trace.table, trace.machine_procs),
         }
-        ratio = short_backlog_ratio(trace.table, trace.machine_procs)
-        if ratio is not None:
-            options["short_backlog_ratio"] = ratio
+        for name, ratio in (
+            ("short_backlog_ratio", short_backlog_ratio(trace.table, trace.machine_procs)),
+            ("short_wait_ratio", short_wait_ratio(trace.table, trace.machine_procs)),
+        ):
+            if ratio is not None:
+                options[name] = ratio
         metadata = SynthMetadata.of_training(
             trace, data, kind="sequence", seed=seed, options=options
         )

@@ -15,10 +15,12 @@ from simulations.synth.columns import Trace
 from simulations.synth.generator import (
     SynthMetadata,
     easy_queue_s,
+    easy_wait_s,
     generate,
     hour_of_day_shares,
     mean_backlog_s,
     short_backlog_ratio,
+    short_wait_ratio,
 )
 from simulations.synth.intensity import OperationalTime
 from simulations.synth.model_files import load_model, save_model
@@ -135,6 +137,42 @@ def test_the_model_remembers_the_backlog_its_trace_found(
     ratio = float(sequence.metadata.options["short_backlog_ratio"])
     assert ratio == pytest.approx(short_backlog_ratio(sdsc_trace.table, sdsc_trace.machine_procs))
     assert ratio > 0
+    # and to its jobs' mean EASY wait and its short-run jobs' share of it, which take the
+    # place of the queue and the backlog ratio.
+    wait = float(sequence.metadata.options["easy_wait_s"])
+    assert wait == pytest.approx(easy_wait_s(sdsc_trace.table, sdsc_trace.machine_procs))
+    short = float(sequence.metadata.options["short_wait_ratio"])
+    assert short == pytest.approx(short_wait_ratio(sdsc_trace.table, sdsc_trace.machine_procs))
+    assert wait > 0 and 0 < short < 1
+
+
+def test_generate_thins_to_the_recorded_wait_or_an_older_files_queue(
+    sequence: SequenceModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import simulations.synth.generator as generator
+
+    given: list[dict[str, object]] = []
+    thin = generator.thin_to_load
+
+    def spy(*args: object, **kwargs: object) -> object:
+        given.append(kwargs)
+        return thin(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(generator, "thin_to_load", spy)
+    generate(sequence, 300, seed=0)
+    options = sequence.metadata.options
+    assert given[-1]["easy_wait_target_s"] == options["easy_wait_s"]
+    assert given[-1]["short_wait_target"] == options["short_wait_ratio"]
+    # A file fitted before the wait was recorded thins to its queue and backlog ratio.
+    older = dict(options)
+    del older["easy_wait_s"], older["short_wait_ratio"]
+    monkeypatch.setattr(
+        sequence, "metadata", sequence.metadata.model_copy(update={"options": older})
+    )
+    generate(sequence, 300, seed=0)
+    assert given[-1]["easy_wait_target_s"] is None and given[-1]["short_wait_target"] is None
+    assert given[-1]["easy_queue_target_s"] == options["easy_queue_s"]
+    assert given[-1]["short_ratio_target"] == options["short_backlog_ratio"]
 
 
 def test_the_model_remembers_its_traces_hour_profile_and_thinning_keeps_it(

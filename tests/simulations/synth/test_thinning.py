@@ -13,10 +13,12 @@ from simulations.synth.columns import JobTable
 from simulations.synth.generator import (
     ThinningReport,
     easy_queue_s,
+    easy_wait_s,
     mean_backlog_s,
     offered_load,
     short_backlog_ratio,
     short_run,
+    short_wait_ratio,
     thin_to_load,
     weekly_load_cv,
     weekly_loads,
@@ -355,6 +357,53 @@ def test_the_strength_kept_is_the_closest_tried_when_the_queue_is_not_monotone(
     assert not np.array_equal(thinned.submit_s, seen[-1].submit_s)
 
 
+def test_thinning_at_random_is_tried_before_a_negative_strength(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A draw whose jobs thinned at random already make the queue asked (20 h at strength
+    # 0, shorter the stronger the steering), but every negative strength runs away: its
+    # survivors offer 0.3 of the load with a 1.7 h queue. After strength 1 (7.4 h) the
+    # search went below 0, where every step looked too short, tried only -0.5 to -1.95,
+    # and kept strength 1. Thinning at random is now tried before any negative strength.
+    import simulations.synth.generator as generator
+
+    table = _bursty(np.random.default_rng(0))
+    target = offered_load(table, 64) / 1.4
+    tried: list[float] = []
+    admit = generator._admit_to_load
+
+    def recording(*args: Any, **kwargs: Any) -> np.ndarray:
+        tried.append(kwargs["strength"])
+        return admit(*args, **kwargs)
+
+    def scripted_load(kept: JobTable, machine_procs: int) -> float:
+        if not tried:
+            return 1.4 * target  # the draw before thinning
+        return 0.3 * target if tried[-1] < 0 else target
+
+    def scripted_queue(kept: JobTable, machine_procs: int) -> float:
+        return (1.7 if tried[-1] < 0 else 20.0 * np.exp(-tried[-1])) * 3600.0
+
+    monkeypatch.setattr(generator, "_admit_to_load", recording)
+    monkeypatch.setattr(generator, "offered_load", scripted_load)
+    monkeypatch.setattr(generator, "easy_queue_s", scripted_queue)
+    report = ThinningReport()
+    thin_to_load(
+        table,
+        target_load=target,
+        machine_procs=64,
+        n_jobs=len(table),
+        rng=np.random.default_rng(1),
+        cap_load=10.0,
+        backlog_scale_s=8 * 3600.0,
+        easy_queue_target_s=20 * 3600.0,
+        report=report,
+    )
+    assert tried[:2] == [1.0, 0.0]
+    assert report.strength is not None and 0 <= report.strength < 0.05
+    assert not report.held_back_by_load
+
+
 def _short_and_long(rng: np.random.Generator) -> JobTable:
     # The bursty weeks, a third of the jobs running 30 s (short-run), by 50 users.
     table = _bursty(rng)
@@ -400,6 +449,62 @@ def test_short_run_sessions_are_tilted_to_find_the_backlog_asked() -> None:
         **kwargs,  # type: ignore[arg-type]
     )
     assert np.array_equal(same.submit_s, alike.submit_s)
+
+
+def test_short_run_sessions_are_tilted_to_the_wait_ratio_asked_from_either_side() -> None:
+    # The EASY wait ratio (short-run jobs' mean wait over every job's) is brought to the
+    # one asked from above (SDSC-SP2's draws let short jobs through less than the real
+    # trace's backfilling, 0.43) and from below (admitted more while the queue is long),
+    # where the backlog ratio of older model files was only ever brought down.
+    table = _short_and_long(np.random.default_rng(0))
+    target = offered_load(table, 64) / 1.4
+    kwargs = dict(
+        target_load=target,
+        machine_procs=64,
+        n_jobs=len(table) // 2,
+        cap_load=10.0,
+        backlog_scale_s=3 * 3600.0,
+        backlog_target_s=4 * 3600.0,
+    )
+    alike, _ = thin_to_load(table, rng=np.random.default_rng(1), **kwargs)  # type: ignore[arg-type]
+    before = short_wait_ratio(alike, 64)
+    assert before is not None
+    for asked in (before - 0.25, before + 0.25):
+        tilted, _ = thin_to_load(
+            table,
+            rng=np.random.default_rng(1),
+            short_wait_target=asked,
+            **kwargs,  # type: ignore[arg-type]
+        )
+        after = short_wait_ratio(tilted, 64)
+        assert after is not None
+        assert abs(after - asked) < abs(before - asked) / 2
+        assert short_run(tilted).mean() == pytest.approx(short_run(alike).mean(), abs=0.05)
+        assert offered_load(tilted, 64) == pytest.approx(target, rel=0.05)
+    # A wait target takes the place of an older file's backlog ratio.
+    both, _ = thin_to_load(
+        table,
+        rng=np.random.default_rng(1),
+        short_wait_target=before,
+        short_ratio_target=0.3,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    assert np.array_equal(both.submit_s, alike.submit_s)
+
+
+def test_easy_wait_is_each_jobs_wait_once_and_short_ratio_is_theirs_over_it() -> None:
+    # Two machine-hour jobs at 0 and 30 min and a third at 2 h: waits 0, 1,800 and 0 s.
+    table = job_table(np.array([0.0, 1800.0, 7200.0]), np.full(3, 64), np.full(3, 3600.0), users=50)
+    assert easy_wait_s(table, 64) == pytest.approx(600.0)
+    assert short_wait_ratio(table, 64) is None  # no short-run job
+    # A machine-wide 30 s job behind a 60-wide hour waits for it (3,599 s); a 4-wide half
+    # hour after it backfills beside the hour (0 s): mean 1,200 s, ratio 3.
+    table = job_table(
+        np.array([0.0, 1.0, 2.0]), np.array([60, 64, 4]), np.array([3600.0, 30.0, 1800.0]), users=50
+    )
+    table.requested_time_s = table.run_s.copy()
+    assert easy_wait_s(table, 64) == pytest.approx(3599.0 / 3)
+    assert short_wait_ratio(table, 64) == pytest.approx(3.0)
 
 
 def test_the_report_says_when_the_load_held_the_queue_back() -> None:
