@@ -737,7 +737,8 @@ def thin_to_load(
         if backlog_scale_s is None or target is None:
             keep = admit(1.0)
         else:
-            # The strength whose survivors' queue is the one asked for.
+            # The strength whose survivors' wait (or, for an older file, queue) is the
+            # one asked for.
             # The queue is not monotone in the strength everywhere, so the last step of
             # the bisection need not be the closest: the closest one tried is kept. Below
             # 0 the admission can run away (more admitted while the queue is long makes
