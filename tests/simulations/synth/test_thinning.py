@@ -413,12 +413,12 @@ def _short_and_long(rng: np.random.Generator) -> JobTable:
     return table
 
 
-def test_short_run_sessions_are_tilted_to_find_the_backlog_asked() -> None:
-    # HPC2N's short-run jobs find 0.77 of the backlog every job finds; admitting every
-    # session alike, they find about as much as every job (the code before).
+def _short_and_long_thinning() -> tuple[JobTable, float, dict[str, float | int]]:
+    """The short-and-long trace, its target load (1/1.4 of its own) and the other
+    options of a backlog thinning of its first half."""
     table = _short_and_long(np.random.default_rng(0))
     target = offered_load(table, 64) / 1.4
-    kwargs = dict(
+    options: dict[str, float | int] = dict(
         target_load=target,
         machine_procs=64,
         n_jobs=len(table) // 2,
@@ -426,6 +426,13 @@ def test_short_run_sessions_are_tilted_to_find_the_backlog_asked() -> None:
         backlog_scale_s=3 * 3600.0,
         backlog_target_s=4 * 3600.0,
     )
+    return table, target, options
+
+
+def test_short_run_sessions_are_tilted_to_find_the_backlog_asked() -> None:
+    # HPC2N's short-run jobs find 0.77 of the backlog every job finds; admitting every
+    # session alike, they find about as much as every job (the code before).
+    table, target, kwargs = _short_and_long_thinning()
     alike, _ = thin_to_load(table, rng=np.random.default_rng(1), **kwargs)  # type: ignore[arg-type]
     tilted, _ = thin_to_load(
         table,
@@ -456,16 +463,7 @@ def test_short_run_sessions_are_tilted_to_the_wait_ratio_asked_from_either_side(
     # one asked from above (SDSC-SP2's draws let short jobs through less than the real
     # trace's backfilling, 0.43) and from below (admitted more while the queue is long),
     # where the backlog ratio of older model files was only ever brought down.
-    table = _short_and_long(np.random.default_rng(0))
-    target = offered_load(table, 64) / 1.4
-    kwargs = dict(
-        target_load=target,
-        machine_procs=64,
-        n_jobs=len(table) // 2,
-        cap_load=10.0,
-        backlog_scale_s=3 * 3600.0,
-        backlog_target_s=4 * 3600.0,
-    )
+    table, target, kwargs = _short_and_long_thinning()
     alike, _ = thin_to_load(table, rng=np.random.default_rng(1), **kwargs)  # type: ignore[arg-type]
     before = short_wait_ratio(alike, 64)
     assert before is not None
