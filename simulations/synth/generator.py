@@ -586,17 +586,17 @@ _MAX_STRENGTH = 16.0
 _LOAD_TOLERANCE = 0.07  # survivors further than this from the target load: a strength not kept
 
 
-_MAX_TILT = 4.0  # the most short-run sessions' admission is tilted against the backlog
+_MAX_TILT = 4.0  # the most short-run sessions' admission is tilted, either way
 _TILT_STEPS = 5
 
 
-ShortRatio = Callable[[JobTable, int], float | None]
+_ShortRatio = Callable[[JobTable, int], float | None]
 
 
 def _tilt_short_sessions(
     table: JobTable,
     keep: np.ndarray,
-    target: tuple[ShortRatio, float, bool],
+    target: tuple[_ShortRatio, float, bool],
     backlog_scale_s: float,
     machine_procs: int,
     n_jobs: int,
@@ -782,7 +782,7 @@ def thin_to_load(
                 )
         if report is not None:
             report.strength = chosen
-        short: tuple[ShortRatio, float, bool] | None = (
+        short: tuple[_ShortRatio, float, bool] | None = (
             (short_wait_ratio, short_wait_target, True)
             if short_wait_target is not None
             else None
