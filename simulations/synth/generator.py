@@ -722,17 +722,12 @@ def thin_to_load(
                 cap=cap,
             )
 
-        statistic, target = next(
-            (
-                (statistic, value)
-                for statistic, value in (
-                    (easy_wait_s, easy_wait_target_s),
-                    (easy_queue_s, easy_queue_target_s),
-                )
-                if value is not None
-            ),
-            (mean_backlog_s, backlog_target_s),
-        )
+        statistic: Callable[[JobTable, int], float] = mean_backlog_s
+        target = backlog_target_s
+        if easy_wait_target_s is not None:
+            statistic, target = easy_wait_s, easy_wait_target_s
+        elif easy_queue_target_s is not None:
+            statistic, target = easy_queue_s, easy_queue_target_s
         chosen = 1.0
         if backlog_scale_s is None or target is None:
             keep = admit(1.0)
@@ -782,13 +777,11 @@ def thin_to_load(
                 )
         if report is not None:
             report.strength = chosen
-        short: tuple[_ShortRatio, float, bool] | None = (
-            (short_wait_ratio, short_wait_target, True)
-            if short_wait_target is not None
-            else None
-            if short_ratio_target is None
-            else (short_backlog_ratio, short_ratio_target, False)
-        )
+        short: tuple[_ShortRatio, float, bool] | None = None
+        if short_wait_target is not None:
+            short = (short_wait_ratio, short_wait_target, True)
+        elif short_ratio_target is not None:
+            short = (short_backlog_ratio, short_ratio_target, False)
         if backlog_scale_s is not None and short is not None:
             keep = _tilt_short_sessions(
                 table,

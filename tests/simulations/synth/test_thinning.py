@@ -246,6 +246,8 @@ _HOURS = ((_bursty(np.random.default_rng(0)).submit_s // 3600) % 24).astype(np.i
         ({"short_ratio_target": float("nan")}, "short_backlog_ratio", "positive ratio"),
         ({"short_ratio_target": -0.5}, "short_backlog_ratio", "positive ratio"),
         ({"short_ratio_target": 0.0}, "short_backlog_ratio", "positive ratio"),
+        ({"short_wait_target": float("inf")}, "short_wait_ratio", "positive ratio"),
+        ({"short_wait_target": -1.0}, "short_wait_ratio", "positive ratio"),
     ],
 )
 def test_bad_thinning_options_are_refused_by_name(
@@ -275,7 +277,10 @@ def test_mean_backlog_is_the_fluid_queue_each_job_finds() -> None:
 
 
 def _thin_bursty_to_queue(
-    *, backlog_target_s: float, easy_queue_target_s: float | None = None
+    *,
+    backlog_target_s: float,
+    easy_queue_target_s: float | None = None,
+    report: ThinningReport | None = None,
 ) -> tuple[JobTable, float]:
     """The bursty trace thinned to 1/1.4 of its load and to the queue asked; and that load."""
     table = _bursty(np.random.default_rng(0))
@@ -290,6 +295,7 @@ def _thin_bursty_to_queue(
         backlog_scale_s=8 * 3600.0,
         backlog_target_s=backlog_target_s,
         easy_queue_target_s=easy_queue_target_s,
+        report=report,
     )
     return thinned, target
 
@@ -388,17 +394,8 @@ def test_thinning_at_random_is_tried_before_a_negative_strength(
     monkeypatch.setattr(generator, "offered_load", scripted_load)
     monkeypatch.setattr(generator, "easy_queue_s", scripted_queue)
     report = ThinningReport()
-    thin_to_load(
-        table,
-        target_load=target,
-        machine_procs=64,
-        n_jobs=len(table),
-        rng=np.random.default_rng(1),
-        cap_load=10.0,
-        backlog_scale_s=8 * 3600.0,
-        easy_queue_target_s=20 * 3600.0,
-        report=report,
-    )
+    # (The helper thins the same bursty trace to the same target load.)
+    _thin_bursty_to_queue(backlog_target_s=3600.0, easy_queue_target_s=20 * 3600.0, report=report)
     assert tried[:2] == [1.0, 0.0]
     assert report.strength is not None and 0 <= report.strength < 0.05
     assert not report.held_back_by_load
