@@ -10,15 +10,15 @@ with ``efficiency`` and ``overhead_s`` fitted on Gavel's measurements (see
 the peak is cores x clock x FLOPs/cycle and the efficiency a documented 10% (see
 ``tools.planning.hardware``). Run time = epochs x ceil(samples / batch) steps + start-up.
 
-Memory per GPU = CUDA context (assumed per GPU generation, as the white-box peak assumes
-it: ``tools.estimators.gpu_memory.context``) + weights, gradients and optimizer state +
-the larger of the optimizer step's temporaries (Adam's foreach step: one parameter-sized
-tensor) and the per-GPU batch x what a sample needs at the step's peak (the zoo's
-``gpu_sample_mib``: saved activations, their gradients and the caching allocator's
-reservation, counted from each zoo model's own step; else the activations kept for
-backward) + DDP's gradient buckets (a copy of the gradients) on several GPUs. Host memory
-per node = framework base + data-loader buffers (+ the same model state and activations
-on CPU-only nodes). Activations and FLOPs scale with the
+Memory per GPU = CUDA context and cuBLAS workspaces (per GPU generation, as the
+white-box peak counts them: ``tools.estimators.gpu_memory.context``) + weights,
+gradients and optimizer state + the larger of the optimizer step's temporaries (Adam's
+foreach step: one parameter-sized tensor) and the per-GPU batch x what a sample needs at
+the step's peak (the zoo's ``gpu_sample_mib``: saved activations, their gradients and
+the caching allocator's reservation, counted from each zoo model's own step; else the
+activations kept for backward) + DDP's gradient buckets (a copy of the gradients) on
+several GPUs. Host memory per node = framework base + data-loader buffers (+ the same
+model state and activations on CPU-only nodes). Activations and FLOPs scale with the
 input size (pixels for images, tokens for sequences) from each model's reference input.
 
 Intervals are deliberately wide on what the model computes (the training steps x0.5-x2
@@ -38,7 +38,7 @@ import math
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import Interval, ResourceEstimate
 from knowledge_base.workload import DNNTraining, Optimizer, Precision
-from tools.estimators.gpu_memory.context import context_for
+from tools.estimators.gpu_memory.context import context_for, workspaces_mb
 from tools.planning import hardware
 from tools.planning.estimation import Candidate, NoEstimate, Workload
 from tools.planning.model_files import is_model_file, model_file_facts
@@ -243,6 +243,7 @@ def _gpu_memory(
     the activations it saves for backward and the usual spread."""
     fixed = (
         context_for(gpu_model)
+        + workspaces_mb(gpu_model)
         + model_state_mb
         + (param_mb if devices > 1 else 0.0)  # DDP's gradient buckets
     )

@@ -131,6 +131,7 @@ def gpu_option_estimates(
     from tools.estimators.gpu.trace import trace_training_step
     from tools.estimators.gpu.workload_trace import gpu_generation
     from tools.estimators.gpu_memory.allocator import replay
+    from tools.estimators.gpu_memory.context import with_cublas_workspaces
     from tools.estimators.gpu_memory.estimate import CONTEXT_MB
     from tools.estimators.gpu_memory.scaled import ScalableSteps
 
@@ -144,11 +145,12 @@ def gpu_option_estimates(
         kernels = kernels_of(trace_training_step(task))
         parameters = sum(p.numel() for p in task.model.parameters() if p.requires_grad)
         scaled = steps or ScalableSteps.exact(task_for, batch, optimizer=optimizer)  # type: ignore[arg-type]
-        events = scaled.events(batch)
-        peaks = replay(events)
+        traced = scaled.events(batch)
         iterations = epochs * math.ceil(samples / batch)
         for spec in targets:
             generation = gpu_generation(spec.name)
+            events = with_cublas_workspaces(traced, generation)
+            peaks = replay(events)
             context = CONTEXT_MB[generation] if generation else max(CONTEXT_MB.values())
             total = peaks.peak_reserved_bytes / _MIB + context
             capacity = spec.memory_gb * 1024

@@ -25,6 +25,7 @@ __all__ = [
     "SPEC_FIELDS",
     "GpuSpec",
     "catalog_gpus",
+    "datasheet_spec",
     "load_spec_file",
     "spec_for_catalog_gpu",
     "spec_from_mapping",
@@ -122,24 +123,37 @@ _DATASHEETS: tuple[tuple[str, int, int, float, float, float, float, float], ...]
 )
 
 
-def spec_for_catalog_gpu(gpu: GPUSpec) -> GpuSpec:
-    """The full spec of a catalog GPU: its own peak, bandwidth and memory, datasheet rest."""
+def datasheet_spec(model: str) -> GpuSpec:
+    """The datasheet spec of a GPU model's name (``NVIDIA H100 80GB HBM3``, ``Tesla V100``);
+    InvalidInputError when no datasheet row matches it."""
     for pattern, sms, lanes, mhz, l2, gflops, gbs, memory_gb in _DATASHEETS:
-        if re.search(pattern, gpu.model, re.IGNORECASE):
+        if re.search(pattern, model, re.IGNORECASE):
             return GpuSpec.of(
-                Device=gpu.model,
+                Device=model,
                 Num_Sm=sms,
                 Core_Per_SM=lanes,
                 Freq=mhz,
-                SingleFLOPs=gpu.fp32_tflops * 1000 if gpu.fp32_tflops else gflops,
-                Mem_Bw=gpu.memory_bandwidth_gbs or gbs,
+                SingleFLOPs=gflops,
+                Mem_Bw=gbs,
                 L2Cache=l2,
-                Dev_Mem=gpu.memory_mb / 1024 if gpu.memory_mb else memory_gb,
+                Dev_Mem=memory_gb,
             )
     raise InvalidInputError(
         "no datasheet for this GPU model (SM count, clock, L2): pass --gpu-spec FILE.json",
         field="gpu.model",
-        value=gpu.model,
+        value=model,
+    )
+
+
+def spec_for_catalog_gpu(gpu: GPUSpec) -> GpuSpec:
+    """The full spec of a catalog GPU: its own peak, bandwidth and memory, datasheet rest."""
+    sheet = datasheet_spec(gpu.model)
+    return sheet.model_copy(
+        update={
+            "fp32_gflops": gpu.fp32_tflops * 1000 if gpu.fp32_tflops else sheet.fp32_gflops,
+            "bandwidth_gbs": gpu.memory_bandwidth_gbs or sheet.bandwidth_gbs,
+            "memory_gb": gpu.memory_mb / 1024 if gpu.memory_mb else sheet.memory_gb,
+        }
     )
 
 

@@ -296,6 +296,7 @@ def memory_peak(workload: DNNTraining, batch: int, gpus: int, gpu: GPUSpec) -> G
     """Peak memory per GPU of ``workload`` at global ``batch`` over ``gpus`` data-parallel
     GPUs of the catalog's ``gpu``; InvalidInputError when the model does not trace."""
     from tools.estimators.gpu_memory.allocator import replay
+    from tools.estimators.gpu_memory.context import with_cublas_workspaces
     from tools.estimators.gpu_memory.estimate import CONTEXT_MB
     from tools.estimators.gpu_memory.scaled import ScalableSteps
 
@@ -320,6 +321,7 @@ def memory_peak(workload: DNNTraining, batch: int, gpus: int, gpu: GPUSpec) -> G
             assert callable(steps)
             exact = ScalableSteps.exact(steps, per_gpu, optimizer=optimizer, precision=precision)  # type: ignore[arg-type]
             events = exact.events(per_gpu, ddp=gpus > 1)
+        events = with_cublas_workspaces(events, generation)
         # Unknown architecture: the largest context assumed (older CUDA builds).
         context = CONTEXT_MB[generation] if generation else max(CONTEXT_MB.values())
         peaks = replay(events)

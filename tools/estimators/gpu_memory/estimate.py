@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.dnn.usermodel import UserModel
 from tools.estimators.gpu_memory.allocator import replay
-from tools.estimators.gpu_memory.context import CONTEXT_MB
+from tools.estimators.gpu_memory.context import CONTEXT_MB, with_cublas_workspaces
 from tools.estimators.gpu_memory.recorder import Optimizer, StepRecorder, record_training_step
 from tools.estimators.gpu_memory.scaled import ddp_bucket_bytes
 from tools.profiling.zoo.registry import FAMILIES, TrainingTask, named_model
@@ -159,6 +159,7 @@ def estimate_gpu_memory(
         precision=mode,
         setup=_ddp_buckets(DDP_BUCKET_MB) if gpus > 1 else None,
     )
+    events = with_cublas_workspaces(events, generation)
     peaks = replay(events)
     fits: bool | None = None
     if gpu_memory_mb is not None:

@@ -1,0 +1,240 @@
+"""The GPU estimators against training steps measured on a real GPU (an H100, never trained on).
+
+    python benchmarks/gpu_measured.py                      # tables
+    python benchmarks/gpu_measured.py --rows out.jsonl     # and every row's numbers
+    python benchmarks/gpu_measured.py --only named,file    # sources to check
+
+Reads ``data/gpu_measurements/*-steps.jsonl`` (written by
+``python -m tools.profiling.gpu_measure`` on a GPU machine; provenance beside each file)
+and, for every configuration measured there, asks this project's estimators what they
+predict for that GPU, from its datasheet spec alone (the measured GPU's name picks the
+row of ``tools/estimators/gpu/specs.py``'s datasheets):
+
+- **time** (FP32 rows; the per-operator model does not price mixed precision): the
+  shipped ``gpu-opcost`` model's step (forward, backward and the optimizer) and its
+  forward+backward alone against the medians of the measured steps, APE and whether the
+  p10-p90 interval holds the measurement;
+- **memory** (every row): the white-box peak (``estimate_gpu_memory``: the step traced
+  on fake tensors, the caching allocator replayed) against ``max_memory_allocated`` and
+  ``max_memory_reserved`` after two steps, and the CUDA context the estimate assumes for
+  the GPU's generation against the device memory the process held outside the allocator.
+
+The H100 is none of the GPUs the time model was fitted on (P4, P100, T4, V100, A100), so
+these are held-out figures; nothing here is fitted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tools.estimators.dnn.usermodel import load_user_model
+from tools.estimators.gpu.estimator import load_step_model
+from tools.estimators.gpu.ops import kernels_of
+from tools.estimators.gpu.specs import GpuSpec, datasheet_spec
+from tools.estimators.gpu.trace import trace_training_step
+from tools.estimators.gpu_memory.context import gpu_generation
+from tools.estimators.gpu_memory.estimate import context_mb, estimate_gpu_memory
+from tools.profiling.zoo.registry import FAMILIES, TrainingTask, named_model
+
+ROOT = Path(__file__).resolve().parents[1]
+MEASURED = ROOT / "data/gpu_measurements"
+
+
+def task_factory(row: dict[str, Any]) -> Callable[[int], TrainingTask]:
+    """The training task a measured row ran, as a function of the batch size (meta device)."""
+    if row["source"] == "file":
+        user = load_user_model(ROOT / row["name"], row["class_name"])
+        return lambda batch: user.task(batch, meta=True)
+    if row["source"] == "named":
+        found = named_model(row["name"])
+        if found is None:
+            raise KeyError(row["name"])
+        fam, params = found
+    else:
+        fam, params = FAMILIES[row["name"]], dict(row["params"])
+
+    def build(batch: int) -> TrainingTask:
+        with torch.device("meta"):
+            return fam.task(params, batch)
+
+    return build
+
+
+def check_row(row: dict[str, Any], spec: GpuSpec, generation: str) -> dict[str, Any]:
+    """One measured row against the estimators' answers for ``spec``."""
+    build = task_factory(row)
+    batch = row["batch_size"]
+    out: dict[str, Any] = {"key": row["key"], "source": row["source"]}
+    t0 = time.perf_counter()
+    memory = estimate_gpu_memory(
+        build,
+        batch,
+        optimizer=row["optimizer"],
+        precision=row["precision"],
+        generation=generation,
+    )
+    out["memory_s"] = time.perf_counter() - t0
+    out["allocated_mib"] = (memory.peak_allocated_mb, row["max_memory_allocated_mib"])
+    out["reserved_mib"] = (memory.peak_reserved_mb, row["max_memory_reserved_mib"])
+    out["context_mib"] = (memory.context_mb, row["outside_allocator_mib"])
+    if row["precision"] == "fp32":
+        t0 = time.perf_counter()
+        task = build(batch)
+        kernels = kernels_of(trace_training_step(task))
+        parameters = sum(p.numel() for p in task.model.parameters() if p.requires_grad)
+        step = load_step_model().estimate(
+            kernels, spec, parameters=parameters, optimizer=row["optimizer"]
+        )
+        out["time_s"] = time.perf_counter() - t0
+        out["step_ms"] = (step.step_s.model_dump(), row["step_ms"])
+        out["forward_backward_ms"] = (
+            step.forward_backward_s.model_dump(),
+            row["forward_backward_ms"],
+        )
+    return out
+
+
+def _ape(predicted: float, measured: float) -> float:
+    return abs(predicted - measured) / measured * 100.0
+
+
+def _time_summary(rows: list[dict[str, Any]], field: str) -> str:
+    apes, under, inside = [], 0, 0
+    for r in rows:
+        pred, meas = r[field]
+        y = meas["p50"] / 1e3
+        apes.append(_ape(pred["p50"], y))
+        under += pred["p50"] < y
+        inside += pred["p10"] <= y <= pred["p90"]
+    n = len(apes)
+    return (
+        f"{n} | {statistics.mean(apes):.1f}% | {statistics.median(apes):.1f}% | "
+        f"{max(apes):.1f}% | {under / n:.2f} | {inside / n:.2f}"
+    )
+
+
+def _memory_summary(rows: list[dict[str, Any]], field: str) -> str:
+    apes = [_ape(*r[field]) for r in rows]
+    within = sum(a <= 3.0 for a in apes)
+    ratios = [r[field][0] / r[field][1] for r in rows]
+    return (
+        f"{len(apes)} | {statistics.mean(apes):.1f}% | {statistics.median(apes):.1f}% | "
+        f"{max(apes):.1f}% | {within}/{len(apes)} | {min(ratios):.3f}-{max(ratios):.3f}"
+    )
+
+
+def report(checked: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
+    lines = [
+        f"# {provenance.get('gpu')} ({provenance.get('nvidia_smi')}), torch "
+        f"{provenance.get('torch')}, CUDA {provenance.get('cuda')}, cuDNN "
+        f"{provenance.get('cudnn')}, measured {provenance.get('measured_at')}, "
+        f"TF32 matmul {provenance.get('matmul_allow_tf32')} / cuDNN "
+        f"{provenance.get('cudnn_allow_tf32')}",
+        "",
+        "## Time (FP32): gpu-opcost from the datasheet spec against the measured median",
+        "| rows | what | n | MAPE | median APE | max APE | under-predicted | p10-p90 holds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    groups = {
+        "README example and model files": ("named:resnet50[", "file:"),
+        "named zoo models": ("named:",),
+        "zoo space sample": ("sweep:",),
+    }
+    timed = [r for r in checked if "step_ms" in r]
+    for label, prefixes in groups.items():
+        picked = [r for r in timed if r["key"].startswith(prefixes)]
+        if label == "named zoo models":
+            picked = [r for r in picked if not r["key"].startswith("named:resnet50[")]
+        if not picked:
+            continue
+        for field in ("step_ms", "forward_backward_ms"):
+            lines.append(f"| {label} | {field} | {_time_summary(picked, field)} |")
+    if timed:
+        for field in ("step_ms", "forward_backward_ms"):
+            lines.append(f"| all | {field} | {_time_summary(timed, field)} |")
+    lines += [
+        "",
+        "## Memory (every row): white-box peak against the measured one",
+        "| rows | what | n | MAPE | median APE | max APE | within 3% | predicted/measured |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for precision in ("fp32", "amp_fp16", "amp_bf16"):
+        picked = [r for r in checked if r["key"].endswith(":" + precision)]
+        for field in ("allocated_mib", "reserved_mib"):
+            if picked:
+                lines.append(f"| {precision} | {field} | {_memory_summary(picked, field)} |")
+    for field in ("allocated_mib", "reserved_mib"):
+        lines.append(f"| all | {field} | {_memory_summary(checked, field)} |")
+    contexts = [r["context_mib"][1] for r in checked]
+    lines += [
+        "",
+        f"CUDA context: assumed {checked[0]['context_mib'][0]:.0f} MiB; measured outside the "
+        f"allocator {min(contexts):.0f}-{max(contexts):.0f} MiB (median "
+        f"{statistics.median(contexts):.0f}; {provenance.get('context_after_init_mib', 0):.0f}"
+        " right after CUDA's start)",
+        "",
+        "## Per row (FP32 SGD named models and files): step ms predicted p50 (p10-p90) / "
+        "measured; allocated MiB predicted / measured",
+        "| configuration | step predicted | measured | APE | allocated predicted | measured "
+        "| APE |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in checked:
+        if r["source"] == "sweep" or not r["key"].endswith(":sgd:fp32"):
+            continue
+        pred, meas = r["step_ms"]
+        alloc_pred, alloc_meas = r["allocated_mib"]
+        y = meas["p50"]
+        lines.append(
+            f"| {r['key'].removesuffix(':sgd:fp32')} | {pred['p50'] * 1e3:.2f} "
+            f"({pred['p10'] * 1e3:.2f}-{pred['p90'] * 1e3:.2f}) | {y:.2f} | "
+            f"{_ape(pred['p50'] * 1e3, y):.0f}% | {alloc_pred:.1f} | {alloc_meas:.1f} | "
+            f"{_ape(alloc_pred, alloc_meas):.1f}% |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=Path, default=None, help="a *-steps.jsonl file")
+    parser.add_argument("--only", default="named,file,sweep", help="sources to check")
+    parser.add_argument("--rows", type=Path, default=None, help="write each row's numbers")
+    args = parser.parse_args()
+    path = args.steps or sorted(MEASURED.glob("*-steps.jsonl"))[-1]
+    provenance = json.loads(
+        path.with_name(path.name.replace("-steps.jsonl", "-provenance.json")).read_text()
+    )
+    spec = datasheet_spec(provenance["gpu"])
+    generation = gpu_generation(spec.name) or "hopper"
+    sources = set(args.only.split(","))
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r["status"] == "ok" and r["source"] in sources]
+    began = time.perf_counter()
+    checked = [check_row(r, spec, generation) for r in rows]
+    print(report(checked, provenance))
+    timed = [r["time_s"] for r in checked if "time_s" in r]
+    print(
+        f"\n{len(checked)} rows in {time.perf_counter() - began:.0f} s; one time estimate "
+        f"(trace + pricing) median {statistics.median(timed):.2f} s, max {max(timed):.2f} s; "
+        f"memory median {statistics.median(r['memory_s'] for r in checked):.2f} s; "
+        f"spec {spec.name}: {spec.sms} SMs, {spec.fp32_gflops:.0f} GFLOP/s, "
+        f"{spec.bandwidth_gbs:.0f} GB/s; context assumed for {generation} "
+        f"{context_mb(generation):.0f} MiB"
+    )
+    if args.rows:
+        args.rows.write_text("".join(json.dumps(r) + "\n" for r in checked))
+    if any(math.isnan(r["allocated_mib"][0]) for r in checked):
+        raise SystemExit("a white-box estimate was NaN")
+
+
+if __name__ == "__main__":
+    main()
