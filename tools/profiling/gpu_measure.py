@@ -104,8 +104,18 @@ class Config:
         return f"{where}:b{self.batch_size}:{self.optimizer}:{self.precision}"
 
 
-def configurations(sweep: int, seed: int = 0) -> Iterator[Config]:
-    """Every configuration, in the order they are measured (most wanted first)."""
+def configurations(sweep: int, seed: int = 0, plan: str = "main") -> Iterator[Config]:
+    """Every configuration of ``plan``, in the order they are measured (most wanted first).
+
+    ``main``: the README example, the model files and the named models at their two batch
+    sizes, Adam and AMP, then ``sweep`` draws of the zoo's space. ``check``: what ``main``
+    did not measure, to check what was derived from it: the README example and the model
+    files again (the spread between runs), every named model at twice its larger batch
+    and in AMP bf16 at its larger one, the model files at four times their larger batch,
+    then ``sweep`` draws with another ``seed``."""
+    if plan == "check":
+        yield from _check_configurations(sweep, seed)
+        return
     yield Config("named", "resnet50", 32, profile=True)
     yield Config("named", "resnet50", 64)
     for path, (cls, batches) in MODEL_FILES.items():
@@ -122,9 +132,27 @@ def configurations(sweep: int, seed: int = 0) -> Iterator[Config]:
         yield Config("named", name, first, optimizer="adam", precision="amp_bf16")
     for path, (cls, batches) in MODEL_FILES.items():
         yield Config("file", path, batches[0], optimizer="adam", class_name=cls)
+    yield from _sweep(sweep, seed)
+
+
+def _check_configurations(sweep: int, seed: int) -> Iterator[Config]:
+    yield Config("named", "resnet50", 32)
+    yield Config("named", "resnet50", 64)
+    for path, (cls, batches) in MODEL_FILES.items():
+        for batch in batches:
+            yield Config("file", path, batch, class_name=cls)
+    for name, (_, larger) in NAMED_BATCHES.items():
+        yield Config("named", name, 2 * larger)
+        yield Config("named", name, larger, precision="amp_bf16")
+    for path, (cls, batches) in MODEL_FILES.items():
+        yield Config("file", path, 4 * batches[-1], class_name=cls)
+    yield from _sweep(sweep, seed)
+
+
+def _sweep(count: int, seed: int) -> Iterator[Config]:
     rng = random.Random(seed)
     families = sorted(FAMILIES)
-    for i in range(sweep):
+    for i in range(count):
         fam = FAMILIES[families[i % len(families)]]
         params, batch = fam.sample(rng)
         yield Config("sweep", fam.name, batch, params=params)
@@ -348,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--budget-s", type=float, default=2.0, help="timing per configuration")
     parser.add_argument("--sweep", type=int, default=120, help="zoo space samples at the end")
+    parser.add_argument("--plan", choices=("main", "check"), default="main")
+    parser.add_argument("--seed", type=int, default=0, help="of the zoo space's draws")
     parser.add_argument("--limit", type=int, default=0, help="stop after this many (0: all)")
     parser.add_argument("--skip", type=int, default=0, help="skip the first N configurations")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: a dry run")
@@ -359,13 +389,14 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.device == "cuda":
         torch.zeros(1, device="cuda")
-        (args.out / "provenance.json").write_text(json.dumps(provenance(), indent=2) + "\n")
+        found = {**provenance(), "plan": args.plan, "seed": args.seed}
+        (args.out / "provenance.json").write_text(json.dumps(found, indent=2) + "\n")
     done = 0
     with (
         (args.out / "gpu_steps.jsonl").open("a") as steps,
         (args.out / "kernels.jsonl").open("a") as kernels,
     ):
-        for index, config in enumerate(configurations(args.sweep)):
+        for index, config in enumerate(configurations(args.sweep, args.seed, args.plan)):
             if index < args.skip:
                 continue
             if time.perf_counter() - began > args.deadline_s or (args.limit and done >= args.limit):
