@@ -31,12 +31,19 @@ import math
 import statistics
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from tools.estimators.dnn.usermodel import load_user_model
+from tools.estimators.gpu.correction import (
+    HOST_MIN_ROWS,
+    GpuStepCorrection,
+    GpuStepRow,
+    fit_correction,
+)
 from tools.estimators.gpu.estimator import load_step_model
 from tools.estimators.gpu.ops import kernels_of
 from tools.estimators.gpu.specs import GpuSpec, datasheet_spec
@@ -95,6 +102,7 @@ def check_row(row: dict[str, Any], spec: GpuSpec, generation: str) -> dict[str, 
             kernels, spec, parameters=parameters, optimizer=row["optimizer"]
         )
         out["time_s"] = time.perf_counter() - t0
+        out["operators"] = kernels.host_operators
         out["step_ms"] = (step.step_s.model_dump(), row["step_ms"])
         out["forward_backward_ms"] = (
             step.forward_backward_s.model_dump(),
@@ -203,36 +211,121 @@ def report(checked: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _rows(checked: list[dict[str, Any]], gpu: str, when: datetime) -> list[GpuStepRow]:
+    return [
+        GpuStepRow(
+            id=r["key"],
+            gpu_model=gpu,
+            measured_step_s=r["step_ms"][1]["p50"] / 1e3,
+            predicted_step_s=r["step_ms"][0]["p50"],
+            measured_at=when,
+            operators=r["operators"],
+        )
+        for r in checked
+        if "step_ms" in r
+    ]
+
+
+def _errors(rows: list[GpuStepRow], correction: GpuStepCorrection | None) -> str:
+    apes, under = [], 0
+    for row in rows:
+        y = row.measured_step_s
+        p = (
+            correction.step_s(row.gpu_model, row.predicted_step_s, row.operators)
+            if correction
+            else row.predicted_step_s
+        )
+        apes.append(_ape(p, y))
+        under += p < y
+    return (
+        f"{statistics.mean(apes):.1f}% | {statistics.median(apes):.1f}% | {max(apes):.1f}% | "
+        f"{under / len(rows):.2f}"
+    )
+
+
+def correction_report(fit_on: list[GpuStepRow], heldout: dict[str, list[GpuStepRow]]) -> str:
+    """A center's correction fitted on ``fit_on`` (its profiling runs), scored on rows it
+    never saw: shipped model, factor alone, factor and host floor."""
+    factor_only = fit_correction([r.model_copy(update={"operators": 0}) for r in fit_on], "x")
+    with_host = fit_correction(fit_on, "x")
+    gpu = fit_on[0].gpu_model
+    host = with_host.host_s_per_operator.get(gpu, 0.0)
+    lines = [
+        f"## A center's correction (online learning), fitted on {len(fit_on)} FP32 zoo-space "
+        "runs of the first machine",
+        f"factor alone x{factor_only.factor(gpu):.2f}; with the host floor "
+        f"x{with_host.factor(gpu):.2f} and {host * 1e6:.1f} us a dispatched operator",
+        "| held-out rows | n | correction | MAPE | median APE | max APE | under-predicted |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for label, rows in heldout.items():
+        if not rows:
+            continue
+        for name, correction in (
+            ("none (shipped)", None),
+            ("factor", factor_only),
+            ("factor + host floor", with_host),
+        ):
+            lines.append(f"| {label} | {len(rows)} | {name} | {_errors(rows, correction)} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=Path, default=None, help="a *-steps.jsonl file")
+    parser.add_argument(
+        "--steps", type=Path, action="append", default=None, help="*-steps.jsonl (repeatable)"
+    )
     parser.add_argument("--only", default="named,file,sweep", help="sources to check")
     parser.add_argument("--rows", type=Path, default=None, help="write each row's numbers")
     args = parser.parse_args()
-    path = args.steps or sorted(MEASURED.glob("*-steps.jsonl"))[-1]
-    provenance = json.loads(
-        path.with_name(path.name.replace("-steps.jsonl", "-provenance.json")).read_text()
-    )
-    spec = datasheet_spec(provenance["gpu"])
-    generation = gpu_generation(spec.name) or "hopper"
+    paths = args.steps or sorted(MEASURED.glob("*-steps.jsonl"), key=lambda p: len(p.name))
     sources = set(args.only.split(","))
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if r["status"] == "ok" and r["source"] in sources]
+    everything: list[dict[str, Any]] = []
+    runs: list[tuple[str, list[dict[str, Any]], GpuSpec]] = []
     began = time.perf_counter()
-    checked = [check_row(r, spec, generation) for r in rows]
-    print(report(checked, provenance))
-    timed = [r["time_s"] for r in checked if "time_s" in r]
-    print(
-        f"\n{len(checked)} rows in {time.perf_counter() - began:.0f} s; one time estimate "
-        f"(trace + pricing) median {statistics.median(timed):.2f} s, max {max(timed):.2f} s; "
-        f"memory median {statistics.median(r['memory_s'] for r in checked):.2f} s; "
-        f"spec {spec.name}: {spec.sms} SMs, {spec.fp32_gflops:.0f} GFLOP/s, "
-        f"{spec.bandwidth_gbs:.0f} GB/s; context assumed for {generation} "
-        f"{context_mb(generation):.0f} MiB"
-    )
+    for path in paths:
+        provenance = json.loads(
+            path.with_name(path.name.replace("-steps.jsonl", "-provenance.json")).read_text()
+        )
+        spec = datasheet_spec(provenance["gpu"])
+        generation = gpu_generation(spec.name) or "hopper"
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        rows = [r for r in rows if r["status"] == "ok" and r["source"] in sources]
+        checked = [check_row(r, spec, generation) for r in rows]
+        print(f"# {path.name}")
+        print(report(checked, provenance))
+        timed = [r["time_s"] for r in checked if "time_s" in r]
+        if timed:
+            print(
+                f"\none time estimate (trace + pricing) median {statistics.median(timed):.2f} s, "
+                f"max {max(timed):.2f} s; "
+            )
+        print(
+            f"memory median {statistics.median(r['memory_s'] for r in checked):.2f} s; spec "
+            f"{spec.name}: {spec.sms} SMs, {spec.fp32_gflops:.0f} GFLOP/s, "
+            f"{spec.bandwidth_gbs:.0f} GB/s; context assumed for {generation} "
+            f"{context_mb(generation):.0f} MiB\n"
+        )
+        everything += checked
+        runs.append((provenance["measured_at"], checked, spec))
+    first_at, first, spec = runs[0]
+    when = datetime.fromisoformat(first_at)
+    fit_on = [r for r in _rows(first, spec.name, when) if r.id.startswith("sweep:")]
+    if len(fit_on) >= HOST_MIN_ROWS:
+        heldout = {
+            "first machine, named models and files": [
+                r for r in _rows(first, spec.name, when) if not r.id.startswith("sweep:")
+            ]
+        }
+        for at, checked, other in runs[1:]:
+            heldout[f"another machine ({at})"] = _rows(
+                checked, other.name, datetime.fromisoformat(at)
+            )
+        print(correction_report(fit_on, heldout))
+    print(f"\n{len(everything)} rows in {time.perf_counter() - began:.0f} s")
     if args.rows:
-        args.rows.write_text("".join(json.dumps(r) + "\n" for r in checked))
-    if any(math.isnan(r["allocated_mib"][0]) for r in checked):
+        args.rows.write_text("".join(json.dumps(r) + "\n" for r in everything))
+    if any(math.isnan(r["allocated_mib"][0]) for r in everything):
         raise SystemExit("a white-box estimate was NaN")
 
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from rightsize.cli import app
 from tools.estimators.dnn.bundle import train_bundle
-from tools.estimators.dnn.dataset import GraphStore, load_examples
+from tools.estimators.dnn.dataset import Example, GraphStore, load_examples
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]
@@ -25,11 +25,19 @@ EXAMPLE = REPO / "examples" / "models" / "small_cnn.py"
 KEYS = {"hardware", "iteration_time_s", "peak_memory_mb", "walltime_s", "fits", "estimator"}
 
 
+def _sweep_rows() -> list[Example]:
+    return load_examples(REPO / "data" / "dnn_profiles" / "cpu_sweep.jsonl")
+
+
+# The committed sweep's host: the bundle speaks only for that CPU, so each test says this
+# host is one (or not), whatever machine runs the suite.
+SWEEP_CPU = _sweep_rows()[0].cpu_model
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.set_num_threads(1)
-    examples = [e for e in load_examples(REPO / "data" / "dnn_profiles" / "cpu_sweep.jsonl")]
-    chosen = [e for e in examples if e.family == "mlp"][:16]
+    chosen = [e for e in _sweep_rows() if e.family == "mlp"][:16]
     store = GraphStore(tmp_path_factory.mktemp("graphs"))
     store.build(chosen)
     folder = tmp_path_factory.mktemp("models")
@@ -43,8 +51,8 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models: Path) -> 
     monkeypatch.setenv("RIGHTSIZE_DNN_MODELS", str(models))
     # no per-operator CPU model: the shipped one would answer the local time where it won
     monkeypatch.setenv("RIGHTSIZE_CPU_OPCOST", str(tmp_path / "no-opcost"))
-    # this host as the sweep's (AVX-512): the bundle speaks for its time (another ISA:
-    # test_another_isa_gets_analytic_time_and_the_bundles_memory)
+    # this host as the sweep's (its CPU, AVX-512): the bundle speaks for its time (another
+    # ISA: test_another_isa_gets_analytic_time_and_the_bundles_memory)
     _host_isa(monkeypatch, "avx512")
     for name in ("KB_URL", "MONGO_URL"):
         monkeypatch.delenv(f"RIGHTSIZE_{name}", raising=False)
@@ -55,7 +63,7 @@ def _host_isa(monkeypatch: pytest.MonkeyPatch, isa: str) -> None:
 
     monkeypatch.setattr(
         "tools.estimators.dnn.service.hardware_descriptors",
-        lambda threads: {**hardware_descriptors(threads), "cpu_isa": isa},
+        lambda threads: {**hardware_descriptors(threads), "cpu_model": SWEEP_CPU, "cpu_isa": isa},
     )
 
 

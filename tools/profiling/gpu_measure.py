@@ -220,7 +220,8 @@ def _timed(run: Callable[[], None], iterations: int, budget_s: float, cuda: bool
             run()
             times.append((time.perf_counter() - t0) * 1e3)
             continue
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         start.record()
         run()
         end.record()
@@ -359,7 +360,7 @@ def provenance() -> dict[str, Any]:
         "nvidia_smi": smi,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(),
+        "cudnn": torch.backends.cudnn.version(),  # type: ignore[no-untyped-call]
         "python": sys.version.split()[0],
         "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
         "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,

@@ -10,9 +10,19 @@ stored as a ``ProfileRecord`` of family ``GPU_STEP_FAMILY`` with the workload it
 of measured to predicted step time, shrunk toward the pooled median by the GPU's row
 count (the pool weighs as much as ``SHRINK_ROWS`` rows), so a GPU with one measurement
 moves a little and one with many moves to its own median; GPUs never measured get the
-pooled factor. ``heldout_errors`` scores a correction (or none: the model as shipped) on
-rows it was not fitted on; Model Promotion promotes a new correction only when it errs
-less there than the one serving.
+pooled factor.
+
+A step the host cannot launch fast enough takes what the host takes, whatever the GPU: a
+small model's step on an H100 measured 1-20 ms where its kernels need a tenth of that,
+about 65 us per operator on one lent machine and 0.4-0.9 of that on another of the same
+kind (``data/gpu_measurements/``). So, for a GPU model with at least ``HOST_MIN_ROWS``
+measurements that say how many operators their step dispatches, the fit also finds the
+host's seconds per operator: step = max(factor x predicted, host x operators), the pair
+that errs least (mean absolute log ratio) over that GPU's rows, kept only where it errs
+less than ``HOST_GAIN`` of the factor alone's error (not for noise). The host belongs to
+the center's nodes, so a GPU never measured gets no floor. ``heldout_errors`` scores a
+correction (or none: the model as shipped) on rows it was not fitted on; Model Promotion
+promotes a new correction only when it errs less there than the one serving.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from knowledge_base.catalog import GPUSpec
@@ -35,6 +46,7 @@ __all__ = [
     "GPU_CORRECTION_KIND",
     "GPU_CORRECTION_TARGET",
     "GPU_STEP_FAMILY",
+    "HOST_MIN_ROWS",
     "SHRINK_ROWS",
     "GpuStepCorrection",
     "GpuStepRow",
@@ -42,6 +54,7 @@ __all__ = [
     "heldout_errors",
     "load_correction",
     "measurement_record",
+    "predicted_step",
     "predicted_step_s",
     "rows_from_records",
 ]
@@ -50,6 +63,10 @@ GPU_STEP_FAMILY = "gpu_step"
 GPU_CORRECTION_TARGET = "dnn_gpu_step_s"
 GPU_CORRECTION_KIND = "gpu-opcost-correction"
 SHRINK_ROWS = 1.0
+HOST_MIN_ROWS = 5
+# A floor is kept where it cuts the factor's error by more than a tenth: not for noise.
+HOST_GAIN = 0.9
+_GRID = 64  # candidate values of the factor and of the host's time per operator
 
 
 class GpuStepRow(BaseModel):
@@ -62,6 +79,9 @@ class GpuStepRow(BaseModel):
     measured_step_s: float = Field(gt=0)
     predicted_step_s: float = Field(gt=0)
     measured_at: datetime
+    operators: int = Field(
+        default=0, ge=0, description="Operators the step dispatches (0: not known)"
+    )
 
     @property
     def log_ratio(self) -> float:
@@ -77,33 +97,78 @@ class GpuStepCorrection(BaseModel):
     factors: dict[str, float] = Field(description="GPU model -> factor")
     pooled_factor: float = Field(gt=0, description="For GPUs with no measurement")
     rows: dict[str, int] = Field(description="Measurements per GPU model it was fitted on")
+    host_s_per_operator: dict[str, float] = Field(
+        default_factory=dict,
+        description="GPU model -> the host's seconds per dispatched operator (a step floor)",
+    )
 
     def factor(self, gpu_model: str) -> float:
         return self.factors.get(gpu_model, self.pooled_factor)
 
+    def host_floor_s(self, gpu_model: str, operators: int) -> float:
+        """The least a step of ``operators`` dispatched operators takes on this GPU's
+        nodes (0 where the host was not fitted or the count is not known)."""
+        return self.host_s_per_operator.get(gpu_model, 0.0) * operators
+
+    def step_s(self, gpu_model: str, predicted_s: float, operators: int = 0) -> float:
+        """A predicted step time, corrected."""
+        return max(predicted_s * self.factor(gpu_model), self.host_floor_s(gpu_model, operators))
+
     def describe(self, gpu_model: str) -> str:
         rows = self.rows.get(gpu_model, 0)
         where = f"{rows} measurements of this GPU" if rows else "no measurement of this GPU"
-        return f"x{self.factor(gpu_model):.2f} from the center's own runs ({where})"
+        host = self.host_s_per_operator.get(gpu_model)
+        floor = f", at least {host * 1e6:.0f} us a dispatched operator" if host else ""
+        return f"x{self.factor(gpu_model):.2f}{floor} from the center's own runs ({where})"
+
+
+def _host_fit(rows: Sequence[GpuStepRow]) -> tuple[float, float, float]:
+    """(log factor, host s per operator, mean absolute log error) of the best pair on a
+    grid of quantiles; memory grows with the rows times the grid, not its square."""
+    measured = np.array([r.measured_step_s for r in rows])
+    predicted = np.array([r.predicted_step_s for r in rows])
+    operators = np.array([float(r.operators) for r in rows])
+    levels = np.quantile(np.log(measured / predicted), np.linspace(0, 1, _GRID))
+    scaled = np.exp(levels)[:, None] * predicted[None, :]  # factors x rows
+    best = (0.0, 0.0, math.inf)
+    for host in np.concatenate(
+        [[0.0], np.quantile(measured / operators, np.linspace(0, 1, _GRID))]
+    ):
+        errors = np.abs(np.log(np.maximum(scaled, host * operators) / measured)).mean(axis=1)
+        i = int(np.argmin(errors))
+        if errors[i] < best[2]:
+            best = (float(levels[i]), float(host), float(errors[i]))
+    return best
 
 
 def fit_correction(rows: Sequence[GpuStepRow], base_estimator: str) -> GpuStepCorrection:
-    """Per-GPU median log ratio, shrunk toward the pooled median by the GPU's rows."""
+    """Per-GPU median log ratio, shrunk toward the pooled median by the GPU's rows; and,
+    for a GPU with enough rows that count their operators, the host's floor with the
+    factor it goes with, where the pair errs less than the factor alone."""
     if not rows:
         raise InvalidInputError("no GPU step measurements to fit on", field="rows", value=0)
     pooled = statistics.median(r.log_ratio for r in rows)
-    by_gpu: dict[str, list[float]] = {}
+    by_gpu: dict[str, list[GpuStepRow]] = {}
     for row in rows:
-        by_gpu.setdefault(row.gpu_model, []).append(row.log_ratio)
+        by_gpu.setdefault(row.gpu_model, []).append(row)
     factors: dict[str, float] = {}
-    for gpu, ratios in by_gpu.items():
-        weight = len(ratios) / (len(ratios) + SHRINK_ROWS)
-        factors[gpu] = math.exp(weight * statistics.median(ratios) + (1 - weight) * pooled)
+    hosts: dict[str, float] = {}
+    for gpu, mine in by_gpu.items():
+        level = statistics.median(r.log_ratio for r in mine)
+        counted = [r for r in mine if r.operators > 0]
+        if len(counted) >= HOST_MIN_ROWS:
+            alone = statistics.fmean(abs(r.log_ratio - level) for r in counted)
+            joint_level, host, joint = _host_fit(counted)
+            if host > 0 and joint < HOST_GAIN * alone:
+                level, hosts[gpu] = joint_level, host
+        weight = len(mine) / (len(mine) + SHRINK_ROWS)
+        factors[gpu] = math.exp(weight * level + (1 - weight) * pooled)
     return GpuStepCorrection(
         base_estimator=base_estimator,
         factors=factors,
         pooled_factor=math.exp(pooled),
-        rows={gpu: len(ratios) for gpu, ratios in by_gpu.items()},
+        rows={gpu: len(mine) for gpu, mine in by_gpu.items()},
+        host_s_per_operator=hosts,
     )
 
 
@@ -113,7 +178,11 @@ def heldout_errors(rows: Sequence[GpuStepRow], correction: GpuStepCorrection | N
         raise InvalidInputError("no held-out measurements", field="rows", value=0)
     errors = []
     for row in rows:
-        predicted = row.predicted_step_s * (correction.factor(row.gpu_model) if correction else 1)
+        predicted = (
+            correction.step_s(row.gpu_model, row.predicted_step_s, row.operators)
+            if correction
+            else row.predicted_step_s
+        )
         errors.append(abs(predicted - row.measured_step_s) / row.measured_step_s)
     return sum(errors) / len(errors)
 
@@ -158,6 +227,14 @@ def measurement_record(
 
 def predicted_step_s(workload: DNNTraining, batch_size: int, gpus: int, gpu: GPUSpec) -> float:
     """The shipped per-operator model's p50 step time (no correction) of one option."""
+    return predicted_step(workload, batch_size, gpus, gpu)[0]
+
+
+def predicted_step(
+    workload: DNNTraining, batch_size: int, gpus: int, gpu: GPUSpec
+) -> tuple[float, int]:
+    """The shipped per-operator model's p50 step time (no correction) of one option and
+    the operators its step dispatches (0: not known)."""
     from tools.estimators.gpu.estimator import load_step_model
     from tools.estimators.gpu.specs import spec_for_catalog_gpu
     from tools.estimators.gpu.workload_trace import kernels_at
@@ -173,7 +250,7 @@ def predicted_step_s(workload: DNNTraining, batch_size: int, gpus: int, gpu: GPU
         gpus=gpus,
         link_gbs=hardware.gpu_link_gbs(gpu),
     )
-    return step.step_s.p50
+    return step.step_s.p50, kernels.host_operators
 
 
 def rows_from_records(
@@ -193,7 +270,7 @@ def rows_from_records(
             continue
         try:
             workload = DNNTraining.model_validate(json.loads(str(record.config["workload"])))
-            predicted = predicted_step_s(
+            predicted, operators = predicted_step(
                 workload, int(record.config["batch_size"]), int(record.config["gpus"]), gpu
             )
         except (InvalidInputError, KeyError, ValueError) as exc:
@@ -209,6 +286,7 @@ def rows_from_records(
                 measured_step_s=record.iteration_s,
                 predicted_step_s=predicted,
                 measured_at=record.created_at,
+                operators=operators,
             )
         )
     return rows, skipped

@@ -57,6 +57,11 @@ class Quantiles(BaseModel):
     def scaled(self, factor: float) -> Quantiles:
         return Quantiles(p10=self.p10 * factor, p50=self.p50 * factor, p90=self.p90 * factor)
 
+    def at_least(self, floor: float) -> Quantiles:
+        return Quantiles(
+            p10=max(self.p10, floor), p50=max(self.p50, floor), p90=max(self.p90, floor)
+        )
+
 
 class GpuStepEstimate(BaseModel):
     """One training step of one model on one GPU."""

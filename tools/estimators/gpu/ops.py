@@ -79,6 +79,9 @@ class GpuKernels:
     factor: dict[str, list[float]] = field(default_factory=lambda: {c: [] for c in OP_CLASSES})
     backward: dict[str, list[bool]] = field(default_factory=lambda: {c: [] for c in OP_CLASSES})
     operators: Counter[str] = field(default_factory=Counter)
+    # A recurrent layer (nn.LSTM, nn.GRU...) traced: its loop is unrolled here, while on a
+    # GPU cuDNN runs a layer as one call, so the count says nothing of the host's work.
+    recurrent: bool = False
 
     def add(self, op_class: str, is_backward: bool, factor: float = 1.0, **dims: float) -> None:
         for key in DIMS[op_class]:
@@ -96,6 +99,11 @@ class GpuKernels:
     @property
     def count(self) -> int:
         return sum(len(v) for v in self.factor.values())
+
+    @property
+    def host_operators(self) -> int:
+        """Operators the host dispatches one by one (0: not known, a recurrent model)."""
+        return 0 if self.recurrent else self.count
 
 
 def _name(node: Node) -> str:
@@ -160,7 +168,7 @@ def _elementwise(
 
 def kernels_of(graph: GraphModule) -> GpuKernels:
     """Every kernel the traced step launches, by class, with shapes."""
-    kernels = GpuKernels()
+    kernels = GpuKernels(recurrent=bool(getattr(graph, "meta", {}).get("recurrent", False)))
     backward = _backward_nodes(graph)
     for node in graph.graph.nodes:
         if node.op != "call_function":

@@ -19,8 +19,10 @@ O(1) registry reads, not N.
 
 ``gpu_step`` prices a traced step on a GPU with the per-operator model and applies the
 serving correction (its factor for that GPU model, the pooled factor for a GPU the center
-never measured); ``CorrectionApplied`` says what was applied (factor, the runs of that GPU
-it rests on) for the answer's readers.
+never measured; where the center's runs of that GPU showed the host bounding the step,
+at least the host's time per operator x the step's operators); ``CorrectionApplied``
+says what was applied (factor, floor, the runs of that GPU it rests on) for the
+answer's readers.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ class CorrectionApplied(BaseModel):
     runs: int = Field(ge=0, description="The center's measurements of this GPU model")
     pooled: bool = Field(description="No run of this GPU model: the pooled factor")
     heldout_mape: float = Field(description="The correction's held-out error at promotion")
+    host_floor_s: float = Field(
+        default=0.0, ge=0, description="The least the center's hosts take for this step"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +105,14 @@ class CorrectedStep:
             if applied.pooled
             else f"{applied.runs} measurements of this GPU"
         )
+        floor = (
+            f", at least {applied.host_floor_s * 1e3:.2f} ms (the host)"
+            if applied.host_floor_s > 0
+            else ""
+        )
         return (
-            f"x{applied.factor:.2f} from the center's own runs ({where}; {applied.correction_id})"
+            f"x{applied.factor:.2f}{floor} from the center's own runs "
+            f"({where}; {applied.correction_id})"
         )
 
 
@@ -217,14 +228,17 @@ def gpu_step(
         fitted = correction.correction
         factor = fitted.factor(name)
         runs = fitted.rows.get(name, 0)
+        floor = fitted.host_floor_s(name, kernels.host_operators)
         applied = CorrectionApplied(
             correction_id=correction.record_id,
             factor=factor,
             runs=runs,
             pooled=name not in fitted.factors,
             heldout_mape=correction.heldout_mape,
+            host_floor_s=floor,
         )
-        step_s, forward_backward_s = step_s.scaled(factor), forward_backward_s.scaled(factor)
+        step_s = step_s.scaled(factor).at_least(floor)
+        forward_backward_s = forward_backward_s.scaled(factor).at_least(floor)
     return CorrectedStep(
         step_s=step_s,
         forward_backward_s=forward_backward_s,

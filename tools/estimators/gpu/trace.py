@@ -71,9 +71,13 @@ def trace_training_step(task: TrainingTask, *, backward: bool = True) -> GraphMo
     try:
         with mode:
             if backward:
-                return make_fx(step, tracing_mode="real")(params, buffers, inputs, targets)
-            with torch.no_grad():
-                return make_fx(step, tracing_mode="real")(params, buffers, inputs, targets)
+                graph = make_fx(step, tracing_mode="real")(params, buffers, inputs, targets)
+            else:
+                with torch.no_grad():
+                    graph = make_fx(step, tracing_mode="real")(params, buffers, inputs, targets)
+        # Recurrent layers are unrolled in the trace; cuDNN runs each as one call.
+        graph.meta["recurrent"] = any(isinstance(m, nn.RNNBase) for m in model.modules())
+        return graph
     except InvalidInputError:
         raise
     except Exception as error:

@@ -383,6 +383,7 @@ class _AffineKernels:
             dims=dims,
             factor={c: list(v) for c, v in self.first.factor.items()},
             backward={c: list(v) for c, v in self.first.backward.items()},
+            recurrent=self.first.recurrent,
         )
 
 
@@ -427,14 +428,19 @@ def _kernels_path(key: StepKey) -> Path | None:
 
 
 def _kernels_json(kernels: GpuKernels) -> dict[str, object]:
-    return {"dims": kernels.dims, "factor": kernels.factor, "backward": kernels.backward}
+    return {
+        "dims": kernels.dims,
+        "factor": kernels.factor,
+        "backward": kernels.backward,
+        "recurrent": kernels.recurrent,
+    }
 
 
 def _kernels_from_json(document: dict[str, object]) -> GpuKernels:
     dims, factor, backward = document["dims"], document["factor"], document["backward"]
     if not (isinstance(dims, dict) and isinstance(factor, dict) and isinstance(backward, dict)):
         raise ValueError("not a kernel trace document")
-    kernels = GpuKernels()
+    kernels = GpuKernels(recurrent=bool(document.get("recurrent", False)))
     if set(dims) != set(kernels.dims) or set(factor) != set(dims) or set(backward) != set(dims):
         raise ValueError("operator classes differ from this code's")
     for c, cols in kernels.dims.items():

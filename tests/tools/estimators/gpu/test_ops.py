@@ -86,3 +86,32 @@ def test_model_that_does_not_trace_is_an_error_naming_it() -> None:
     )
     with pytest.raises(InvalidInputError, match="Broken"):
         trace_training_step(task)
+
+
+def test_a_recurrent_model_counts_no_host_operators() -> None:
+    """cuDNN runs a recurrent layer as one call; the trace unrolls it."""
+    from torch import nn
+
+    from tools.estimators.gpu.ops import kernels_of
+    from tools.estimators.gpu.trace import trace_training_step
+    from tools.profiling.zoo.registry import TrainingTask
+
+    class Tagger(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gru = nn.GRU(8, 8, batch_first=True)
+            self.head = nn.Linear(8, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.gru(x)[0][:, -1])
+
+    recurrent = kernels_of(
+        trace_training_step(TrainingTask(Tagger(), (torch.randn(2, 5, 8),), torch.tensor([0, 1])))
+    )
+    assert recurrent.recurrent and recurrent.count > 0 and recurrent.host_operators == 0
+    plain = kernels_of(
+        trace_training_step(
+            TrainingTask(nn.Linear(8, 3), (torch.randn(2, 8),), torch.tensor([0, 1]))
+        )
+    )
+    assert not plain.recurrent and plain.host_operators == plain.count > 0

@@ -155,3 +155,35 @@ def test_gpu_step_applies_the_gpu_factor_or_the_pooled_one_and_says_so() -> None
         assert applied is not None and applied.factor == factor and applied.runs == runs
         assert applied.pooled is (runs == 0) and applied.correction_id == "corr-1"
         assert f"x{factor:.2f}" in corrected.describe()
+
+
+def test_gpu_step_floors_a_host_bound_step_and_says_so() -> None:
+    from tools.estimators.gpu.estimator import load_step_model
+    from tools.estimators.gpu.specs import catalog_gpus, spec_for_catalog_gpu
+    from tools.estimators.gpu.workload_trace import kernels_at
+
+    gpus = catalog_gpus(load_seed_catalog())
+    model = load_step_model()
+    kernels, parameters = kernels_at(_spec().workload, 64)  # type: ignore[arg-type]
+    spec = spec_for_catalog_gpu(gpus[V100])
+    plain = gpu_step(model, kernels, spec, parameters=parameters, optimizer="sgd")
+    per_operator = 2 * plain.step_s.p90 / kernels.host_operators  # the host bounds it
+    serving = ServingCorrection(
+        "corr-2",
+        GpuStepCorrection(
+            base_estimator=model.estimator_id,
+            factors={V100: 1.0},
+            pooled_factor=1.0,
+            rows={V100: 12},
+            host_s_per_operator={V100: per_operator},
+        ),
+        0.05,
+    )
+    floored = gpu_step(
+        model, kernels, spec, parameters=parameters, optimizer="sgd", correction=serving
+    )
+    floor = per_operator * kernels.host_operators
+    assert floored.step_s.p10 == floored.step_s.p90 == pytest.approx(floor)
+    assert floored.forward_backward_s.p50 == pytest.approx(floor)
+    assert floored.correction is not None and floored.correction.host_floor_s == floor
+    assert "(the host)" in floored.describe()
