@@ -96,8 +96,10 @@ async def promote_gpu_correction(
     *,
     base: str | None = None,
     mape: float = 0.05,
+    hosts: dict[str, float] | None = None,
 ) -> GpuStepCorrection:
-    """Store a per-GPU correction's artifact and promote it, as Model Promotion does."""
+    """Store a per-GPU correction's artifact and promote it, as Model Promotion does
+    (``hosts``: GPU model -> the host's seconds per dispatched operator)."""
     from tools.estimators.gpu.correction import (
         GPU_CORRECTION_KIND,
         GPU_CORRECTION_TARGET,
@@ -110,6 +112,7 @@ async def promote_gpu_correction(
         factors=factors,
         pooled_factor=1.25,
         rows={gpu: 6 for gpu in factors},
+        host_s_per_operator=hosts or {},
     )
     path = folder / f"{record_id}.json"
     path.write_text(correction.model_dump_json(), encoding="utf-8")

@@ -131,7 +131,7 @@ def gpu_option_estimates(
     from tools.estimators.gpu.trace import trace_training_step
     from tools.estimators.gpu.workload_trace import gpu_generation
     from tools.estimators.gpu_memory.allocator import replay
-    from tools.estimators.gpu_memory.context import with_cublas_workspaces
+    from tools.estimators.gpu_memory.context import context_basis, with_cublas_workspaces
     from tools.estimators.gpu_memory.estimate import CONTEXT_MB
     from tools.estimators.gpu_memory.scaled import ScalableSteps
 
@@ -165,9 +165,7 @@ def gpu_option_estimates(
                 reserved=round(peaks.peak_reserved_bytes / _MIB, 1),
                 context=context,
                 total=round(total, 1),
-                context_basis=f"assumed for {generation}"
-                if generation
-                else f"assumed (architecture of {spec.name} unknown: the largest assumption)",
+                context_basis=context_basis(spec.name),
             )
             step = gpu_step(
                 model, kernels, spec, parameters=parameters, optimizer=optimizer,

@@ -30,7 +30,7 @@ from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import GpuMemoryPeak
 from knowledge_base.workload import DNNTraining, Optimizer, Precision
 from tools.estimators.gpu.ops import GpuKernels
-from tools.estimators.gpu_memory.context import gpu_generation
+from tools.estimators.gpu_memory.context import context_basis, gpu_generation
 from tools.lru import BoundedLru
 from tools.profiling.zoo.registry import TrainingTask
 
@@ -343,9 +343,7 @@ def memory_peak(workload: DNNTraining, batch: int, gpus: int, gpu: GPUSpec) -> G
             per_gpu_batch=per_gpu,
             optimizer=optimizer,
             precision=precision,
-            context_basis=f"assumed for {generation}"
-            if generation
-            else f"assumed (architecture of {gpu.model} unknown: the largest assumption)",
+            context_basis=context_basis(gpu.model),
         )
 
     return _PEAKS.get(key, make)

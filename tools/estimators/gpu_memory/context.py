@@ -40,6 +40,7 @@ from tools.estimators.gpu_memory.allocator import MemoryEvent
 __all__ = [
     "CONTEXT_MB",
     "CUBLAS_THREADS",
+    "context_basis",
     "context_for",
     "cublas_workspace_bytes",
     "gpu_generation",
@@ -94,6 +95,17 @@ def gpu_generation(model: str) -> str | None:
         if pattern.lower() in lowered:
             return generation
     return None
+
+
+_MEASURED = {"hopper": "measured on an H100 (PyTorch 2.11, CUDA 13.0)"}
+
+
+def context_basis(model: str) -> str:
+    """Where the context figure for a GPU model comes from, in words."""
+    generation = gpu_generation(model)
+    if generation is None:
+        return f"assumed (architecture of {model} unknown: the largest figure)"
+    return _MEASURED.get(generation, f"assumed for {generation}")
 
 
 def context_for(model: str) -> float:

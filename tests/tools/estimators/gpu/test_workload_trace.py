@@ -146,6 +146,10 @@ def test_generation_of_catalog_gpu_names() -> None:
     unknown = GPUSpec(model="Voodoo 5", memory_mb=16384, fp32_tflops=1.0)
     peak = memory_peak(_workload(), 8, 1, unknown)
     assert peak.context_mib == max(CONTEXT_MB.values()) and "unknown" in peak.context_basis
+    h100 = GPUSpec(model="NVIDIA H100 PCIe 80GB", memory_mb=81920, fp32_tflops=51.0)
+    measured = memory_peak(_workload(), 8, 1, h100)
+    assert measured.context_mib == CONTEXT_MB["hopper"] == 810.0
+    assert "measured on an H100" in measured.context_basis
 
 
 def test_module_keeps_no_reference_to_a_model_file_path_in_its_keys() -> None:
