@@ -1,7 +1,7 @@
 """Measure training steps on a real GPU: step time and ``torch.cuda.max_memory_allocated``.
 
-Run on a machine with a CUDA GPU, from the repository root (it needs torch and the zoo
-only, so it runs under whatever PyTorch the GPU machine has)::
+Run on a machine with a CUDA GPU, from the repository root (it needs torch, the zoo and
+the tracer's ``logits_of`` only, so it runs under whatever PyTorch the GPU machine has)::
 
     python -m tools.profiling.gpu_measure --out /tmp/h100 --deadline-s 420
 
@@ -51,6 +51,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tools.estimators.gpu.trace import logits_of
 from tools.profiling.zoo.registry import FAMILIES, TrainingTask, loss_fn, named_model
 
 __all__ = ["Config", "configurations", "main", "measure"]
@@ -186,16 +187,6 @@ def build_task(config: Config) -> TrainingTask:
     return TrainingTask(model_class(), tuple(inputs), targets, criterion=criterion)
 
 
-def _output_tensor(output: Any) -> Tensor:
-    if isinstance(output, Tensor):
-        return output
-    for name in ("logits", "prediction_logits", "last_hidden_state"):
-        value = getattr(output, name, None)
-        if isinstance(value, Tensor):
-            return value
-    return output[0]  # type: ignore[no-any-return]
-
-
 def _optimizer(kind: str, params: list[nn.Parameter]) -> torch.optim.Optimizer:
     if kind == "adam":
         return torch.optim.Adam(params, lr=1e-3, foreach=True)
@@ -271,7 +262,7 @@ def measure(
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
             output = model(*inputs)
-            loss = criterion(_output_tensor(output), targets)
+            loss = criterion(logits_of(output), targets)
         loss.backward()  # type: ignore[no-untyped-call]
 
     def step() -> None:
