@@ -45,6 +45,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "rightsize.commands.history_import:app",
         "The knowledge base's job history: import a center's past (sacct).",
     ),
+    "measurements": LazyCommand(
+        "rightsize.commands.measurements:app",
+        "Measurements the estimators learn from: import a center's GPU step times.",
+    ),
     "history-bench": LazyCommand(
         "rightsize.commands.history:history_bench",
         "Replay a trace; score the user's request, last-2 and the model.",
