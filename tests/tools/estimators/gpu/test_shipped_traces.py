@@ -55,6 +55,24 @@ def test_the_readme_example_is_planned_from_the_shipped_traces_alone(
     assert sorted(p.suffix for p in SHIPPED_TRACES.glob("*.json")) == [".json", ".json"]
 
 
+def test_the_shipped_memory_trace_is_the_current_codes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example's plan reads no memory trace (its options are far below their GPUs'
+    memory), but a plan of it at other batch sizes or on smaller GPUs does: the shipped
+    one must match the recorder as it is."""
+    import yaml
+
+    from knowledge_base.workload import DNNTraining, WorkloadSpec
+
+    monkeypatch.setenv(TRACE_DIR_ENV, str(SHIPPED_TRACES))
+    document = yaml.safe_load((REPO / "examples" / "resnet50.yaml").read_text())
+    workload = WorkloadSpec.model_validate(document).workload
+    assert isinstance(workload, DNNTraining)
+    key = (workload_trace.step_key(workload), "sgd", "fp32")
+    assert isinstance(workload_trace._disk_load(key), ScalableSteps), STALE.format(
+        what="its GPU memory"
+    )
+
+
 def test_a_named_trace_folder_is_the_only_one_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
