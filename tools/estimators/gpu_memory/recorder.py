@@ -163,7 +163,7 @@ def _amp_cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
     """The built-in cross-entropy as CUDA's AMP runs it (see the module's docstring)."""
     if logits.dtype not in (torch.float16, torch.bfloat16) or logits.dim() < 2:
         return nn.functional.cross_entropy(logits, targets)
-    log_probs = _HalfToFloatLogSoftmax.apply(logits, 1)
+    log_probs: Tensor = _HalfToFloatLogSoftmax.apply(logits, 1)  # type: ignore[no-untyped-call]
     return nn.functional.nll_loss(log_probs, targets)
 
 
