@@ -32,9 +32,8 @@ from pathlib import Path
 
 import torch
 
-from tools.estimators.gpu_memory.allocator import MemoryEvent, replay
-from tools.estimators.gpu_memory.context import with_cublas_workspaces
-from tools.estimators.gpu_memory.estimate import context_mb
+from tools.estimators.gpu_memory.allocator import MemoryEvent
+from tools.estimators.gpu_memory.context import on_device
 from tools.estimators.gpu_memory.recorder import Optimizer, record_training_step
 from tools.profiling.zoo.registry import TrainingTask, family
 
@@ -103,13 +102,10 @@ def main() -> None:
             start = time.perf_counter()
             events = record_training_step(build(batch), optimizer=optimizer)
             traced[(name, batch)] = (events, time.perf_counter() - start)
-        traced_events, trace_s = traced[(name, batch)]
+        events, trace_s = traced[(name, batch)]
         total_mb, generation = BOARDS[board]
-        events = with_cublas_workspaces(traced_events, generation)  # as the product replays
-        context = context_mb(generation)
-        free = replay(events)
-        limited = replay(events, capacity_bytes=int((total_mb - context) * MIB))
-        fits = not limited.out_of_memory
+        device = on_device(events, generation, total_mb)  # as the product replays
+        context, free, fits = device.context_mb, device.peaks, bool(device.fits)
         results.append(
             {
                 "model": name,

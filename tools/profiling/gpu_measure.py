@@ -117,11 +117,7 @@ def configurations(sweep: int, seed: int = 0, plan: str = "main") -> Iterator[Co
     if plan == "check":
         yield from _check_configurations(sweep, seed)
         return
-    yield Config("named", "resnet50", 32, profile=True)
-    yield Config("named", "resnet50", 64)
-    for path, (cls, batches) in MODEL_FILES.items():
-        for batch in batches:
-            yield Config("file", path, batch, class_name=cls)
+    yield from _example_and_files(profile=True)
     for name, batches in NAMED_BATCHES.items():
         for i, batch in enumerate(batches):
             if name != "resnet50":
@@ -131,17 +127,22 @@ def configurations(sweep: int, seed: int = 0, plan: str = "main") -> Iterator[Co
         yield Config("named", name, first, precision="amp_fp16")
     for name, (first, _) in NAMED_BATCHES.items():
         yield Config("named", name, first, optimizer="adam", precision="amp_bf16")
-    for path, (cls, batches) in MODEL_FILES.items():
-        yield Config("file", path, batches[0], optimizer="adam", class_name=cls)
+    for path, (cls, sizes) in MODEL_FILES.items():
+        yield Config("file", path, sizes[0], optimizer="adam", class_name=cls)
     yield from _sweep(sweep, seed)
 
 
-def _check_configurations(sweep: int, seed: int) -> Iterator[Config]:
-    yield Config("named", "resnet50", 32)
+def _example_and_files(*, profile: bool) -> Iterator[Config]:
+    """The README example (ResNet-50 at batch 32 and 64) and the model files."""
+    yield Config("named", "resnet50", 32, profile=profile)
     yield Config("named", "resnet50", 64)
     for path, (cls, batches) in MODEL_FILES.items():
         for batch in batches:
             yield Config("file", path, batch, class_name=cls)
+
+
+def _check_configurations(sweep: int, seed: int) -> Iterator[Config]:
+    yield from _example_and_files(profile=False)
     for name, (_, larger) in NAMED_BATCHES.items():
         yield Config("named", name, 2 * larger)
         yield Config("named", name, larger, precision="amp_bf16")

@@ -4,14 +4,15 @@
 case, or a part of exactly one, ``H100``; an unknown name is an error listing the known
 ones, a part of several one listing those) and ``--gpu-spec FILE.json`` through NeuSight's keys.
 ``gpu_option_estimates`` traces each batch size once and prices it on every GPU asked:
-per-iteration time (the per-operator model, p10/p50/p90), ``forward_backward_s``
-without the optimizer step (what published measurements, NeuSight's among them, time),
-peak memory per GPU, white-box (``gpu_memory_mib``: the step's allocations, traced twice
-and derived for every batch size, replayed through PyTorch's CUDA caching allocator, plus
-the CUDA context assumed for the GPU's generation) and walltime (start-up as the analytic
-model's: 10/30/120 s at p10/p50/p90). The time goes through ``promoted.gpu_step``, as
-the planner's, so the center's promoted per-GPU correction applies here too; each entry's
-``correction`` says what was applied (factor, the runs of that GPU it rests on) or is null.
+per-iteration time (the per-operator model, p10/p50/p90), ``forward_backward_s`` without
+the optimizer step (what published measurements, NeuSight's among them, time), peak
+memory per GPU, white-box (``gpu_memory_mib``: the step's allocations, traced twice and
+derived for every batch size, replayed through PyTorch's CUDA caching allocator, plus
+the CUDA context of the GPU's generation, measured on Hopper, assumed before it) and
+walltime (start-up as the analytic model's: 10/30/120 s at p10/p50/p90). The time goes
+through ``promoted.gpu_step``, as the planner's, so the center's promoted per-GPU
+correction applies here too; each entry's ``correction`` says what was applied (factor,
+the runs of that GPU it rests on) or is null.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class GpuMemoryMib(BaseModel):
 
     allocated: float = Field(description="torch.cuda.max_memory_allocated")
     reserved: float = Field(description="torch.cuda.max_memory_reserved")
-    context: float = Field(description="CUDA context, assumed per GPU generation")
+    context: float = Field(description="CUDA context per GPU generation (see context_basis)")
     total: float = Field(description="reserved + context")
     context_basis: str
 
@@ -130,9 +131,7 @@ def gpu_option_estimates(
     from tools.estimators.gpu.ops import kernels_of
     from tools.estimators.gpu.trace import trace_training_step
     from tools.estimators.gpu.workload_trace import gpu_generation
-    from tools.estimators.gpu_memory.allocator import replay
-    from tools.estimators.gpu_memory.context import context_basis, with_cublas_workspaces
-    from tools.estimators.gpu_memory.estimate import CONTEXT_MB
+    from tools.estimators.gpu_memory.context import context_basis, on_device
     from tools.estimators.gpu_memory.scaled import ScalableSteps
 
     if optimizer not in ("sgd", "adam"):
@@ -148,23 +147,13 @@ def gpu_option_estimates(
         traced = scaled.events(batch)
         iterations = epochs * math.ceil(samples / batch)
         for spec in targets:
-            generation = gpu_generation(spec.name)
-            events = with_cublas_workspaces(traced, generation)
-            peaks = replay(events)
-            context = CONTEXT_MB[generation] if generation else max(CONTEXT_MB.values())
-            total = peaks.peak_reserved_bytes / _MIB + context
-            capacity = spec.memory_gb * 1024
-            fits = total <= capacity or (
-                capacity > context
-                and not replay(
-                    events, capacity_bytes=int((capacity - context) * _MIB)
-                ).out_of_memory
-            )
+            device = on_device(traced, gpu_generation(spec.name), spec.memory_gb * 1024)
+            context, fits = device.context_mb, bool(device.fits)
             memory = GpuMemoryMib(
-                allocated=round(peaks.peak_allocated_bytes / _MIB, 1),
-                reserved=round(peaks.peak_reserved_bytes / _MIB, 1),
+                allocated=round(device.peaks.peak_allocated_bytes / _MIB, 1),
+                reserved=round(device.peaks.peak_reserved_bytes / _MIB, 1),
                 context=context,
-                total=round(total, 1),
+                total=round(device.total_mb, 1),
                 context_basis=context_basis(spec.name),
             )
             step = gpu_step(
@@ -194,7 +183,7 @@ def gpu_option_estimates(
                     correction=step.correction,
                     note="per-operator GPU model (specs only; leave-one-GPU-out validated)"
                     + (f"; {step.describe()}" if step.correction else "")
-                    + "; GPU memory white-box (caching allocator replay + assumed CUDA context)",
+                    + "; GPU memory white-box (caching allocator replay + CUDA context)",
                 )
             )
     return out

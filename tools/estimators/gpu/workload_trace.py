@@ -295,9 +295,7 @@ def _disk_store(key: tuple[StepKey, str, str], steps: object) -> None:
 def memory_peak(workload: DNNTraining, batch: int, gpus: int, gpu: GPUSpec) -> GpuMemoryPeak:
     """Peak memory per GPU of ``workload`` at global ``batch`` over ``gpus`` data-parallel
     GPUs of the catalog's ``gpu``; InvalidInputError when the model does not trace."""
-    from tools.estimators.gpu_memory.allocator import replay
-    from tools.estimators.gpu_memory.context import with_cublas_workspaces
-    from tools.estimators.gpu_memory.estimate import CONTEXT_MB
+    from tools.estimators.gpu_memory.context import on_device
     from tools.estimators.gpu_memory.scaled import ScalableSteps
 
     if batch <= 0:
@@ -321,25 +319,16 @@ def memory_peak(workload: DNNTraining, batch: int, gpus: int, gpu: GPUSpec) -> G
             assert callable(steps)
             exact = ScalableSteps.exact(steps, per_gpu, optimizer=optimizer, precision=precision)  # type: ignore[arg-type]
             events = exact.events(per_gpu, ddp=gpus > 1)
-        events = with_cublas_workspaces(events, generation)
-        # Unknown architecture: the largest context assumed (older CUDA builds).
-        context = CONTEXT_MB[generation] if generation else max(CONTEXT_MB.values())
-        peaks = replay(events)
-        total = peaks.peak_reserved_bytes / _MIB + context
-        fits: bool | None = None
-        if capacity is not None:
-            fits = total <= capacity
-            if not fits and capacity > context:
-                # Near the limit the allocator frees its cache and tries again.
-                limited = replay(events, capacity_bytes=int((capacity - context) * _MIB))
-                fits = not limited.out_of_memory
+        # Unknown architecture: the largest context (older CUDA builds). Near the limit
+        # the allocator frees its cache and tries again (on_device).
+        device = on_device(events, generation, capacity)
         return GpuMemoryPeak(
-            allocated_mib=round(peaks.peak_allocated_bytes / _MIB, 1),
-            reserved_mib=round(peaks.peak_reserved_bytes / _MIB, 1),
-            context_mib=context,
-            total_mib=round(total, 1),
+            allocated_mib=round(device.peaks.peak_allocated_bytes / _MIB, 1),
+            reserved_mib=round(device.peaks.peak_reserved_bytes / _MIB, 1),
+            context_mib=device.context_mb,
+            total_mib=round(device.total_mb, 1),
             capacity_mib=capacity,
-            fits=fits,
+            fits=device.fits,
             per_gpu_batch=per_gpu,
             optimizer=optimizer,
             precision=precision,

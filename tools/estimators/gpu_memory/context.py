@@ -1,5 +1,6 @@
-"""What a training step holds on a GPU beside its tensors: the CUDA context, assumed per
-GPU generation, and PyTorch's cuBLAS workspaces; and a catalog GPU's generation.
+"""What a training step holds on a GPU beside its tensors: the CUDA context per GPU
+generation and PyTorch's cuBLAS workspaces (``on_device`` replays a traced step with
+both); and a catalog GPU's generation.
 
 Light (no torch): the white-box peak (``estimate``, ``tools.estimators.gpu.workload_trace``)
 and the analytic fallback's GPU memory (``tools.planning.analytic``) add the same
@@ -34,16 +35,19 @@ convolutional) is over-counted by the two workspaces.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-from tools.estimators.gpu_memory.allocator import MemoryEvent
+from tools.estimators.gpu_memory.allocator import AllocatorPeaks, MemoryEvent, replay
 
 __all__ = [
     "CONTEXT_MB",
     "CUBLAS_THREADS",
+    "OnDevice",
     "context_basis",
     "context_for",
     "cublas_workspace_bytes",
     "gpu_generation",
+    "on_device",
     "with_cublas_workspaces",
     "workspaces_mb",
 ]
@@ -109,8 +113,7 @@ def context_basis(model: str) -> str:
 
 
 def context_for(model: str) -> float:
-    """The context MiB assumed for a GPU model (unknown architecture: the largest, as
-    older CUDA builds loaded)."""
+    """The context MiB of a GPU model (unknown architecture: the largest)."""
     generation = gpu_generation(model)
     return CONTEXT_MB[generation] if generation else max(CONTEXT_MB.values())
 
@@ -142,3 +145,36 @@ def with_cublas_workspaces(
     size = cublas_workspace_bytes(generation)
     first = [MemoryEvent("alloc", _FIRST_WORKSPACE_KEY - i, size) for i in range(CUBLAS_THREADS)]
     return [*first, *events]
+
+
+@dataclass(frozen=True, slots=True)
+class OnDevice:
+    """A traced step on one GPU: the allocator's peaks (cuBLAS workspaces included), the
+    context beside them, what the device then holds, and whether it fits."""
+
+    peaks: AllocatorPeaks
+    context_mb: float
+    total_mb: float
+    fits: bool | None
+    allocations: int
+
+
+def on_device(
+    events: Iterable[MemoryEvent], generation: str | None, capacity_mb: float | None = None
+) -> OnDevice:
+    """``events`` (one traced step) on a GPU of ``generation`` (None: unknown, the largest
+    context): the step's cuBLAS workspaces first, PyTorch's caching allocator replayed,
+    the context added. With ``capacity_mb`` (the device's memory), whether it fits: by
+    the total, else as the allocator does near its limit, freeing its cache and retrying."""
+    events = with_cublas_workspaces(events, generation)
+    context = CONTEXT_MB[generation] if generation else max(CONTEXT_MB.values())
+    peaks = replay(events)
+    total = peaks.peak_reserved_bytes / _MIB + context
+    fits: bool | None = None
+    if capacity_mb is not None:
+        fits = total <= capacity_mb or (
+            capacity_mb > context
+            and not replay(events, capacity_bytes=int((capacity_mb - context) * _MIB)).out_of_memory
+        )
+    allocations = sum(1 for e in events if e.action == "alloc")
+    return OnDevice(peaks, context, total, fits, allocations)

@@ -1,18 +1,16 @@
 """Peak GPU memory of one training step: traced storages replayed through the caching allocator.
 
-``estimate_gpu_memory`` records the step's allocations on fake tensors
-(``recorder``), replays PyTorch's CUDA caching allocator over them (``allocator``) and
-adds the CUDA context. Per GPU: with ``gpus`` > 1 the batch is split evenly
-(data-parallel) and DDP's gradient buckets (25 MiB each, a second copy of the
-gradients) are allocated before the first step.
+``estimate_gpu_memory`` records the step's allocations on fake tensors (``recorder``),
+replays PyTorch's CUDA caching allocator over them (``allocator``) and adds the step's
+cuBLAS workspaces and the CUDA context (``context.on_device``). Per GPU: with ``gpus`` >
+1 the batch is split evenly (data-parallel) and DDP's gradient buckets (25 MiB each, a
+second copy of the gradients) are allocated before the first step.
 
 The CUDA context (driver state, the kernels of PyTorch's, cuBLAS's and cuDNN's
 libraries, their handles) is not allocated through the caching allocator, so
-``torch.cuda.max_memory_allocated`` does not see it but the device does. Its size is
-not measured here (no GPU): ``CONTEXT_MB`` is an assumption per CUDA generation,
-bracketed by what users report (the PyTorch forum: "depending on the CUDA version,
-used GPU") and by NVIDIA's lazy module loading, the default on Linux since CUDA 12.2,
-which loads only the kernels a program calls (CUDA programming guide, "Lazy Loading").
+``torch.cuda.max_memory_allocated`` does not see it but the device does. ``CONTEXT_MB``
+has it per GPU generation: measured on an H100 for Hopper, assumed for the others
+(``tools.estimators.gpu_memory.context`` says on what).
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ from torch import Tensor, nn
 
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.dnn.usermodel import UserModel
-from tools.estimators.gpu_memory.allocator import replay
-from tools.estimators.gpu_memory.context import CONTEXT_MB, with_cublas_workspaces
+from tools.estimators.gpu_memory.context import CONTEXT_MB, on_device
 from tools.estimators.gpu_memory.recorder import Optimizer, StepRecorder, record_training_step
 from tools.estimators.gpu_memory.scaled import ddp_bucket_bytes
 from tools.profiling.zoo.registry import FAMILIES, TrainingTask, named_model
@@ -76,7 +73,7 @@ class GpuMemoryEstimate(BaseModel):
 
 
 def context_mb(generation: str) -> float:
-    """The assumed CUDA context of a GPU generation; InvalidInputError lists the known ones."""
+    """The CUDA context of a GPU generation (MiB); InvalidInputError lists the known ones."""
     try:
         return CONTEXT_MB[generation.lower()]
     except KeyError:
@@ -159,12 +156,8 @@ def estimate_gpu_memory(
         precision=mode,
         setup=_ddp_buckets(DDP_BUCKET_MB) if gpus > 1 else None,
     )
-    events = with_cublas_workspaces(events, generation)
-    peaks = replay(events)
-    fits: bool | None = None
-    if gpu_memory_mb is not None:
-        usable = int((gpu_memory_mb - context) * _MIB)
-        fits = usable > 0 and not replay(events, capacity_bytes=usable).out_of_memory
+    device = on_device(events, generation.lower(), gpu_memory_mb)
+    peaks = device.peaks
     return GpuMemoryEstimate(
         model=name,
         batch_size=batch_size,
@@ -176,8 +169,8 @@ def estimate_gpu_memory(
         peak_reserved_mb=round(peaks.peak_reserved_bytes / _MIB, 1),
         peak_requested_mb=round(peaks.peak_requested_bytes / _MIB, 1),
         context_mb=context,
-        total_mb=round(peaks.peak_reserved_bytes / _MIB + context, 1),
+        total_mb=round(device.total_mb, 1),
         gpu_memory_mb=gpu_memory_mb,
-        fits=fits,
-        allocations=sum(1 for e in events if e.action == "alloc"),
+        fits=device.fits,
+        allocations=device.allocations,
     )
