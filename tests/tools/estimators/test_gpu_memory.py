@@ -226,3 +226,19 @@ def test_an_unknown_zoo_name_lists_the_known_ones() -> None:
 
 def _mlp_task_factory(batch: int) -> TrainingTask:
     return _mlp_task()
+
+
+def test_dropout_saves_a_one_byte_mask_as_cudas_fused_kernel_does() -> None:
+    model = nn.Sequential(nn.Linear(256, 4096), nn.Dropout(0.1), nn.Linear(4096, 10))
+    task = TrainingTask(model, (torch.randn(64, 256),), torch.randint(0, 10, (64,)))
+    sizes = [e.size_bytes for e in record_training_step(task, steps=1) if e.action == "alloc"]
+    elements = 64 * 4096
+    assert elements in sizes  # the mask, bool
+    assert sizes.count(4 * elements) <= 4  # no fp32 noise beside the activations' own
+    plain = nn.Sequential(nn.Linear(256, 4096), nn.Identity(), nn.Linear(4096, 10))
+    base = TrainingTask(plain, task.inputs, task.targets)
+    extra = (
+        replay(record_training_step(task)).peak_requested_bytes
+        - replay(record_training_step(base)).peak_requested_bytes
+    )
+    assert extra <= 4 * elements + elements  # its output and the mask, not a noise tensor too

@@ -183,8 +183,9 @@ def _steps(workload: DNNTraining, optimizer: str, precision: str) -> object:
 # -- traces kept across processes ------------------------------------------------------------
 # A CLI plan is a new process each time: the first plan of a model pays its traces
 # (seconds), later ones read them back. Keyed by the step key and by the code that
-# produced them (recorder, scaler, the zoo's models, torch's version), so a change to any
-# of them traces again. RIGHTSIZE_GPU_TRACES=off turns this off.
+# produced them (recorder, its cuDNN RNN emulation, scaler, the zoo's models, torch's
+# version), so a change to any of them traces again. RIGHTSIZE_GPU_TRACES=off turns this
+# off.
 
 TRACE_DIR_ENV = "RIGHTSIZE_GPU_TRACES"
 _CODE_DIGEST: list[str] = []
@@ -260,9 +261,9 @@ def _write_json(path: Path | None, document: object, what: str) -> None:
 
 def _code_digest() -> str:
     if not _CODE_DIGEST:
-        from tools.estimators.gpu_memory import recorder, scaled
+        from tools.estimators.gpu_memory import cudnn_rnn, recorder, scaled
 
-        _CODE_DIGEST.append(_sources_digest((recorder, scaled)))
+        _CODE_DIGEST.append(_sources_digest((recorder, cudnn_rnn, scaled)))
     return _CODE_DIGEST[0]
 
 
