@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from torch.fx import GraphModule
 
 from knowledge_base.errors import InvalidInputError
+from tools.profiling.cuda_ops import FusedDropout
 from tools.profiling.opgraph import to_meta
 from tools.profiling.zoo.registry import TrainingTask, loss_fn
 
@@ -69,7 +70,7 @@ def trace_training_step(task: TrainingTask, *, backward: bool = True) -> GraphMo
     was_training = model.training
     model.train(backward)
     try:
-        with mode:
+        with mode, FusedDropout():  # CUDA's one dropout kernel, not the CPU's three
             if backward:
                 graph = make_fx(step, tracing_mode="real")(params, buffers, inputs, targets)
             else:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -438,6 +439,20 @@ def traced_runs(root: Path, runs: list[E2ERun], cache: Path | None = None) -> Tr
     return traced
 
 
+def next_version(out: Path, today: dt.date) -> str:
+    """The model's version: today's date, with a letter after it when the file at ``out``
+    already holds a fit of today (``20261126``, then ``20261126b``): one id, one fit."""
+    version = today.strftime("%Y%m%d")
+    try:
+        previous = str(json.loads(out.read_text(encoding="utf-8"))["meta"]["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return version
+    if not previous.startswith(version):
+        return version
+    letter = previous[len(version) :] or "a"
+    return version + chr(ord(letter[-1]) + 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_MODEL_PATH)
@@ -480,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     model.log_residual_quantiles = interval_quantiles(validation.residuals_by_gpu())
     ours = figures["e2e"]["all"]["ours"]
     model.meta = {
-        "version": dt.date.today().strftime("%Y%m%d"),
+        "version": next_version(args.out, dt.date.today()),
         "trained_on": list(TRAINING_GPUS),
         "source": "NeuSight ASPLOS'25 artifact (MIT), shared/data/dnn_profiles/neusight: "
         + (

@@ -262,8 +262,9 @@ def _write_json(path: Path | None, document: object, what: str) -> None:
 def _code_digest() -> str:
     if not _CODE_DIGEST:
         from tools.estimators.gpu_memory import cudnn_rnn, recorder, scaled
+        from tools.profiling import cuda_ops
 
-        _CODE_DIGEST.append(_sources_digest((recorder, cudnn_rnn, scaled)))
+        _CODE_DIGEST.append(_sources_digest((recorder, cudnn_rnn, cuda_ops, scaled)))
     return _CODE_DIGEST[0]
 
 
@@ -402,8 +403,9 @@ _KERNEL_DIGEST: list[str] = []
 def _kernel_code_digest() -> str:
     if not _KERNEL_DIGEST:
         from tools.estimators.gpu import features, ops, trace
+        from tools.profiling import cuda_ops
 
-        _KERNEL_DIGEST.append(_sources_digest((trace, ops, features)))
+        _KERNEL_DIGEST.append(_sources_digest((trace, cuda_ops, ops, features)))
     return _KERNEL_DIGEST[0]
 
 

@@ -33,9 +33,8 @@ A second: dropout. On the CPU, ``nn.functional.dropout`` multiplies by a noise t
 the input's dtype and autograd saves it; on a GPU it is one fused kernel that saves a
 one-byte mask. Over a Hugging Face GPT-2's dropouts (attention probabilities, both
 residual branches, embeddings) the CPU trace held 3 bytes an element more: the GPT-2 file
-over by 5% at every batch, 0.62 MiB a sample. ``_FusedDropout`` runs ``native_dropout``
-(the CUDA path's operator, which has a CPU kernel) for every non-in-place dropout in
-training.
+over by 5% at every batch, 0.62 MiB a sample. The step runs under
+``cuda_ops.FusedDropout``, which takes CUDA's path.
 """
 
 from __future__ import annotations
@@ -49,13 +48,13 @@ import torch
 from torch import Tensor, nn
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.gpu_memory.allocator import MemoryEvent
 from tools.estimators.gpu_memory.cudnn_rnn import use_cudnn_rnns
+from tools.profiling.cuda_ops import FusedDropout
 from tools.profiling.zoo.registry import TrainingTask, loss_fn
 
 __all__ = ["Optimizer", "Precision", "StepRecorder", "record_training_step"]
@@ -154,28 +153,6 @@ def _optimizer(kind: Optimizer, params: list[nn.Parameter]) -> torch.optim.Optim
     raise InvalidInputError("must be 'sgd' or 'adam'", field="optimizer", value=kind)
 
 
-class _FusedDropout(TorchFunctionMode):
-    """CUDA's dropout, for its allocations: ``nn.functional.dropout`` in training runs
-    ``native_dropout``, which saves a one-byte mask for the backward, where the CPU's
-    dropout saves a noise tensor of the input's dtype (four bytes an element in FP32)."""
-
-    def __torch_function__(
-        self,
-        func: Any,
-        types: Any,
-        args: tuple[Any, ...] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
-        kwargs = kwargs or {}
-        if func is nn.functional.dropout:
-            names = ("input", "p", "training", "inplace")
-            given = {**dict(zip(names, args, strict=False)), **kwargs}
-            p, training = given.get("p", 0.5), given.get("training", True)
-            if training and 0 < p < 1 and not given.get("inplace", False):
-                return torch.native_dropout(given["input"], p, True)[0]
-        return func(*args, **kwargs)
-
-
 class _HalfToFloatLogSoftmax(torch.autograd.Function):
     """CUDA's AMP log-softmax, for its allocations: an fp32 output from half-precision
     logits, with no fp32 copy of them, and a gradient in the logits' dtype."""
@@ -248,7 +225,7 @@ def record_training_step(
     criterion = task.criterion
     model.train()
     try:
-        with mode, recorder, _FusedDropout():
+        with mode, recorder, FusedDropout():
             kept = setup(recorder, params) if setup is not None else []
             for _ in range(steps):
                 opt.zero_grad(set_to_none=True)

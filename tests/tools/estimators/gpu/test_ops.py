@@ -115,3 +115,16 @@ def test_a_recurrent_model_counts_no_host_operators() -> None:
         )
     )
     assert not plain.recurrent and plain.host_operators == plain.count > 0
+
+
+def test_dropout_in_training_is_cudas_one_fused_kernel_each_way() -> None:
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(16, 64), nn.Dropout(0.1), nn.Linear(64, 4))
+    x = torch.empty(8, 16, device="meta")
+    y = torch.empty(8, dtype=torch.long, device="meta")
+    kernels = kernels_of(trace_training_step(TrainingTask(model, (x,), y)))
+    ops = kernels.operators
+    assert ops["native_dropout"] == 1 and ops["native_dropout_backward"] == 1
+    assert ops["bernoulli_"] == 0 and ops["bernoulli"] == 0  # the CPU's noise tensor
+    forward = kernels_of(trace_training_step(TrainingTask(model, (x,), y), backward=False))
+    assert forward.operators["native_dropout"] == 0  # inference: dropout is the identity
