@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from torch.fx import GraphModule
 
 from knowledge_base.errors import InvalidInputError
+from tools.estimators.gpu.rnn_kernels import use_cudnn_rnn_kernels
 from tools.profiling.cuda_ops import FusedDropout
 from tools.profiling.opgraph import to_meta
 from tools.profiling.zoo.registry import TrainingTask, loss_fn
@@ -70,13 +71,14 @@ def trace_training_step(task: TrainingTask, *, backward: bool = True) -> GraphMo
     was_training = model.training
     model.train(backward)
     try:
-        with mode, FusedDropout():  # CUDA's one dropout kernel, not the CPU's three
+        # CUDA's one dropout kernel, not the CPU's three; recurrent layers as cuDNN's kernels
+        with mode, FusedDropout(), use_cudnn_rnn_kernels(model):
             if backward:
                 graph = make_fx(step, tracing_mode="real")(params, buffers, inputs, targets)
             else:
                 with torch.no_grad():
                     graph = make_fx(step, tracing_mode="real")(params, buffers, inputs, targets)
-        # Recurrent layers are unrolled in the trace; cuDNN runs each as one call.
+        # Recurrent layers' steps are launched by cuDNN, not dispatched by the host one by one.
         graph.meta["recurrent"] = any(isinstance(m, nn.RNNBase) for m in model.modules())
         return graph
     except InvalidInputError:

@@ -128,3 +128,54 @@ def test_dropout_in_training_is_cudas_one_fused_kernel_each_way() -> None:
     assert ops["bernoulli_"] == 0 and ops["bernoulli"] == 0  # the CPU's noise tensor
     forward = kernels_of(trace_training_step(TrainingTask(model, (x,), y), backward=False))
     assert forward.operators["native_dropout"] == 0  # inference: dropout is the identity
+
+
+@pytest.mark.parametrize(("cell", "gates"), [(nn.LSTM, 4), (nn.GRU, 3)])
+def test_a_recurrent_layer_is_traced_as_cudnns_kernels(cell: type[nn.LSTM], gates: int) -> None:
+    steps, batch, hidden, layers = 6, 4, 16, 2
+
+    class Tagger(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rnn = cell(8, hidden, num_layers=layers, batch_first=True)
+            self.out = nn.Linear(hidden, 5)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y: torch.Tensor = self.out(self.rnn(x)[0])
+            return y.flatten(0, 1)
+
+    with torch.device("meta"):
+        model = Tagger()
+    x = torch.empty(batch, steps, 8, device="meta")
+    y = torch.empty(batch * steps, dtype=torch.long, device="meta")
+    kernels = kernels_of(trace_training_step(TrainingTask(model, (x,), y)))
+    linear = kernels.columns("linear")
+    per_layer = (1 + steps) + (steps + 3)  # input and per-step products; backward's
+    assert len(linear["M"]) == layers * per_layer + 3  # and the head's three
+    # the per-step products: batch rows, hidden -> gates x hidden
+    assert list(linear["M"]).count(batch) >= 2 * layers * steps  # forward and backward
+    assert (batch * steps, gates * hidden, 8) in zip(
+        linear["M"], linear["N"], linear["K"], strict=True
+    )
+    assert kernels.host_operators == 0  # cuDNN launches the steps, not the host
+    assert "forward" not in model.rnn.__dict__  # the module is given back unchanged
+
+
+def test_the_lstm_lms_step_on_an_h100_is_within_a_fifth_of_the_measured_one() -> None:
+    # measured on an H100 (data/gpu_measurements, second machine): 47.13 ms at batch 256;
+    # priced before as one element-wise kernel a layer: 28.6 ms
+    from tools.estimators.gpu.estimator import load_step_model
+    from tools.estimators.gpu.specs import datasheet_spec
+    from tools.profiling.zoo.registry import named_model
+
+    found = named_model("lstm")
+    assert found is not None
+    family, params = found
+    with torch.device("meta"):
+        task = family.task(params, 256)
+    kernels = kernels_of(trace_training_step(task))
+    parameters = sum(p.numel() for p in task.model.parameters())
+    step = load_step_model().estimate(
+        kernels, datasheet_spec("NVIDIA H100 80GB HBM3"), parameters=parameters
+    )
+    assert step.step_s.p50 == pytest.approx(0.04713, rel=0.2)
