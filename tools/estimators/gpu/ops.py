@@ -188,6 +188,8 @@ def kernels_of(graph: GraphModule) -> GpuKernels:
             kernels.add("bmm", is_bw, B=a.shape[0], M=a.shape[1], N=b.shape[2], K=a.shape[2])
         elif name in ("convolution", "convolution_backward"):
             _conv(kernels, name, args, is_bw, node)
+        elif name.startswith("_scaled_dot_product_") and "attention" in name:
+            _attention(kernels, node, is_bw)
         elif name in ("native_layer_norm", "native_layer_norm_backward"):
             x = args[1] if name.endswith("backward") else args[0]
             shape = args[2] if name.endswith("backward") else args[1]
@@ -206,6 +208,42 @@ def kernels_of(graph: GraphModule) -> GpuKernels:
         else:
             _elementwise(kernels, node, name, is_bw)
     return kernels
+
+
+def _argument(node: Node, name: str, default: Any = None) -> Any:
+    """An ATen call's argument by its schema name (positional or keyword)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return default
+    for i, arg in enumerate(schema.arguments):
+        if arg.name == name:
+            if i < len(node.args):
+                return _val(node.args[i])
+            return _val(node.kwargs.get(name, default))
+    return default
+
+
+def _attention(kernels: GpuKernels, node: Node, is_bw: bool) -> None:
+    """A fused attention kernel (scaled_dot_product_attention's flash, memory-efficient or
+    cuDNN kernels, and the CPU's flash kernel the trace runs instead) as the matrix
+    products it computes: S = Q K^T and O = P V forward; backward, S again (the fused
+    kernels recompute it rather than keep it), dV = P^T dO, dP = dO V^T, dQ = dS K and
+    dK = dS^T Q. The softmax is fused in them (no tensor of scores is written), so it adds
+    no kernel. A causal mask skips about half the tiles."""
+    q, k, v = (_argument(node, n) for n in ("query", "key", "value"))
+    if not all(isinstance(t, Tensor) and t.dim() >= 2 for t in (q, k, v)):
+        _elementwise(kernels, node, _name(node), is_bw)
+        return
+    heads = float(math.prod(q.shape[:-2]))
+    tq, d, tk, dv = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
+    factor = 0.5 if _argument(node, "is_causal", False) else 1.0
+    products = (
+        [(tq, tk, d), (tk, dv, tq), (tq, tk, dv), (tq, d, tk), (tk, d, tq)]
+        if is_bw
+        else [(tq, tk, d), (tq, dv, tk)]
+    )
+    for m, n, inner in products:
+        kernels.add("bmm", is_bw, factor, B=heads, M=m, N=n, K=inner)
 
 
 def _conv(kernels: GpuKernels, name: str, args: list[Any], is_bw: bool, node: Node) -> None:

@@ -179,3 +179,30 @@ def test_the_lstm_lms_step_on_an_h100_is_within_a_fifth_of_the_measured_one() ->
         kernels, datasheet_spec("NVIDIA H100 80GB HBM3"), parameters=parameters
     )
     assert step.step_s.p50 == pytest.approx(0.04713, rel=0.2)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_attention_is_priced_as_the_products_it_computes(causal: bool) -> None:
+    batch, heads, steps, dim = 2, 4, 32, 16
+
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(dim * heads, 3 * dim * heads)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k, v = self.qkv(x).view(batch, steps, 3, heads, dim).permute(2, 0, 3, 1, 4)
+            out = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            return out.mean(dim=(1, 2))
+
+    with torch.device("meta"):
+        model = Attention()
+    x = torch.empty(batch, steps, dim * heads, device="meta")
+    y = torch.empty(batch, dtype=torch.long, device="meta")
+    kernels = kernels_of(trace_training_step(TrainingTask(model, (x,), y)))
+    bmm = kernels.columns("bmm")
+    assert len(bmm["M"]) == 2 + 5  # S and O forward; S again, dV, dP, dQ, dK backward
+    assert set(bmm["B"]) == {batch * heads}
+    assert (steps, steps, dim) in zip(bmm["M"], bmm["N"], bmm["K"], strict=True)
+    assert kernels.backward["bmm"] == [False] * 2 + [True] * 5
+    assert set(kernels.factor["bmm"]) == {0.5 if causal else 1.0}
