@@ -3,6 +3,7 @@ accounting of a real CPU step, and the estimate's API and errors."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from tools.estimators.gpu_memory.allocator import (
     round_size,
     segment_size,
 )
+from tools.estimators.gpu_memory.cudnn_conv import conv_workspace_bytes
 from tools.estimators.gpu_memory.estimate import estimate_gpu_memory
 from tools.estimators.gpu_memory.recorder import record_training_step
 from tools.profiling.zoo.registry import TrainingTask
@@ -242,3 +244,21 @@ def test_dropout_saves_a_one_byte_mask_as_cudas_fused_kernel_does() -> None:
         - replay(record_training_step(base)).peak_requested_bytes
     )
     assert extra <= 4 * elements + elements  # its output and the mask, not a noise tensor too
+
+
+def test_each_convolution_holds_a_workspace_for_the_length_of_its_call() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.Flatten(), nn.Linear(16 * 64, 10))
+    task = TrainingTask(model, (torch.randn(8, 3, 8, 8),), torch.randint(0, 10, (8,)))
+    events = record_training_step(task, steps=1)
+    # half the im2col buffer: batch x channels x kernel area x output pixels x 4 bytes
+    size = int(0.5 * 8 * 3 * 9 * 8 * 8 * 4)
+    held = [
+        (a, b)
+        for a, b in itertools.pairwise(events)
+        if a.action == "alloc" and a.size_bytes == size
+    ]
+    assert len(held) == 2  # the forward's and the backward's (weight gradient only)
+    assert all(b.action == "free" and b.key == a.key for a, b in held)  # given back at once
+    big = torch.empty(512, 256, 64, 64, device="meta")
+    weight = torch.empty(256, 256, 3, 3, device="meta")
+    assert conv_workspace_bytes(big, weight, big, 1) == 64 << 20  # the cap

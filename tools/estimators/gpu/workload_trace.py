@@ -183,7 +183,7 @@ def _steps(workload: DNNTraining, optimizer: str, precision: str) -> object:
 # -- traces kept across processes ------------------------------------------------------------
 # A CLI plan is a new process each time: the first plan of a model pays its traces
 # (seconds), later ones read them back. Keyed by the step key and by the code that
-# produced them (recorder, its cuDNN RNN emulation, scaler, the zoo's models, torch's
+# produced them (recorder, its cuDNN emulations, scaler, the zoo's models, torch's
 # version), so a change to any of them traces again. RIGHTSIZE_GPU_TRACES=off turns this
 # off.
 
@@ -261,10 +261,11 @@ def _write_json(path: Path | None, document: object, what: str) -> None:
 
 def _code_digest() -> str:
     if not _CODE_DIGEST:
-        from tools.estimators.gpu_memory import cudnn_rnn, recorder, scaled
+        from tools.estimators.gpu_memory import cudnn_conv, cudnn_rnn, recorder, scaled
         from tools.profiling import cuda_ops
 
-        _CODE_DIGEST.append(_sources_digest((recorder, cudnn_rnn, cuda_ops, scaled)))
+        sources = (recorder, cudnn_rnn, cudnn_conv, cuda_ops, scaled)
+        _CODE_DIGEST.append(_sources_digest(sources))
     return _CODE_DIGEST[0]
 
 

@@ -17,7 +17,8 @@ Kernels CUDA would pick instead of the CPU ones save tensors of nearly the same 
 (batch norm), with one exception made good: recurrent layers, which the CPU runs as cell
 loops and cuDNN as one call with a reserve space, run as cuDNN allocates
 (``cudnn_rnn.use_cudnn_rnns``). cuDNN's convolution workspaces, taken from the caching
-allocator during a call and given back after it, are not seen.
+allocator during a call and given back after it, depend on the algorithm cuDNN picks:
+each convolution records an approximation of one (``cudnn_conv.conv_workspace_bytes``).
 
 One difference is emulated: under AMP, CUDA's log-softmax of the built-in cross-entropy
 reads the half-precision logits and writes fp32 (``half_to_float``), and its backward
@@ -53,11 +54,16 @@ from torch.utils._pytree import tree_leaves
 
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.gpu_memory.allocator import MemoryEvent
+from tools.estimators.gpu_memory.cudnn_conv import conv_workspace_bytes
 from tools.estimators.gpu_memory.cudnn_rnn import use_cudnn_rnns
 from tools.profiling.cuda_ops import FusedDropout
 from tools.profiling.zoo.registry import TrainingTask, loss_fn
 
 __all__ = ["Optimizer", "Precision", "StepRecorder", "record_training_step"]
+
+# Keys of the convolution workspaces' events: below the cuBLAS workspaces'
+# (``context._FIRST_WORKSPACE_KEY``), far from any storage's address.
+_WORKSPACE_KEY = -(1 << 41)
 
 Optimizer = Literal["sgd", "adam"]
 Precision = Literal["fp32", "amp_fp16", "amp_bf16"]
@@ -71,6 +77,7 @@ class StepRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.events: list[MemoryEvent] = []
         self.last_op = "setup"
         self._live: dict[int, StorageWeakRef] = {}
+        self._workspaces = 0
 
     def track(self, tensor: Tensor) -> None:
         """Record ``tensor``'s storage as allocated if it is not live already."""
@@ -109,7 +116,21 @@ class StepRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
             self.collect()
             for leaf in fresh:
                 self.track(leaf)
+        if self.last_op in ("convolution", "convolution_backward"):
+            self._conv_workspace(args, out)
         return out
+
+    def _conv_workspace(self, args: tuple[Any, ...], out: Any) -> None:
+        """cuDNN's workspace for the call just recorded: held during it, then given back."""
+        if self.last_op == "convolution":
+            x, weight, result, groups = args[0], args[1], out, args[8]
+        else:
+            x, weight, result, groups = args[1], args[2], args[0], args[9]
+        size = conv_workspace_bytes(x, weight, result, groups)
+        if size > 0:
+            self._workspaces += 1
+            key = _WORKSPACE_KEY - self._workspaces
+            self.events += [MemoryEvent("alloc", key, size), MemoryEvent("free", key)]
 
 
 def _output_tensor(output: Any) -> Tensor:
