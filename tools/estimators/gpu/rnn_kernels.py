@@ -18,8 +18,9 @@ over). cuDNN's standard algorithm does, per layer and direction:
 operators while the step is traced (fake tensors: nothing is computed), so the per-operator
 model prices them as it prices any product and element-wise kernel. The gate kernels are
 stand-ins of their size (an ``add`` over ``batch x gates x hidden``, two inputs), not
-cuDNN's code. Projections (``proj_size``) are priced as if absent. The modules are given
-back unchanged when the trace ends.
+cuDNN's code. An LSTM's projection (``proj_size``) narrows the state the per-step products
+read; its own product is not priced. The modules are given back unchanged when the trace
+ends.
 """
 
 from __future__ import annotations
@@ -107,16 +108,17 @@ def _forward(module: nn.RNNBase, input: Tensor, hx: Any = None) -> tuple[Tensor,
     batch = x.shape[1]
     directions = 2 if module.bidirectional else 1
     hidden = module.hidden_size
+    out = module.proj_size or hidden  # the hidden state's width (an LSTM's projection)
     per_direction = 4 if module.bias else 2
     for layer in range(module.num_layers):
         params = _params(module, layer)
-        x = _CudnnLayer.apply(x, hidden, per_direction, *params)  # type: ignore[no-untyped-call]
+        x = _CudnnLayer.apply(x, out, per_direction, *params)  # type: ignore[no-untyped-call]
     y = x.transpose(0, 1) if module.batch_first else x
-    shape = (module.num_layers * directions, batch, hidden)
-    h_n = torch.zeros(shape, dtype=x.dtype, device=x.device)
-    state: Any = (h_n, torch.zeros(shape, dtype=x.dtype, device=x.device))
-    if module.mode != "LSTM":
-        state = h_n
+    layers = module.num_layers * directions
+    h_n = torch.zeros(layers, batch, out, dtype=x.dtype, device=x.device)
+    state: Any = h_n
+    if module.mode == "LSTM":
+        state = (h_n, torch.zeros(layers, batch, hidden, dtype=x.dtype, device=x.device))
     if not batched:
         y = y.squeeze(1)
     return y, state

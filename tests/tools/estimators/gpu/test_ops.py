@@ -206,3 +206,29 @@ def test_fused_attention_is_priced_as_the_products_it_computes(causal: bool) -> 
     assert (steps, steps, dim) in zip(bmm["M"], bmm["N"], bmm["K"], strict=True)
     assert kernels.backward["bmm"] == [False] * 2 + [True] * 5
     assert set(kernels.factor["bmm"]) == {0.5 if causal else 1.0}
+
+
+@pytest.mark.parametrize(
+    "options", [{"proj_size": 4}, {"bidirectional": True}, {"bias": False}, {"unbatched": True}]
+)
+def test_recurrent_variants_trace_for_time_and_memory(options: dict[str, object]) -> None:
+    from tools.estimators.gpu_memory.recorder import record_training_step
+
+    unbatched = bool(options.pop("unbatched", False))
+    rnn = nn.LSTM(8, 16, num_layers=2, **options)  # type: ignore[arg-type]
+    width = (rnn.proj_size or 16) * (2 if rnn.bidirectional else 1)
+
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rnn, self.out = rnn, nn.Linear(width, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y: torch.Tensor = self.out(self.rnn(x)[0])
+            return y.reshape(-1, 3)
+
+    x = torch.randn(5, 8) if unbatched else torch.randn(5, 2, 8)
+    task = TrainingTask(Model(), (x,), torch.randint(0, 3, (5 if unbatched else 10,)))
+    kernels = kernels_of(trace_training_step(task))
+    assert len(kernels.columns("linear")["M"]) >= 2 * 2 * 5  # per-step products, both ways
+    assert record_training_step(task, steps=1)
