@@ -103,7 +103,7 @@ def _forward(module: nn.RNNBase, input: Tensor, hx: Any = None) -> tuple[Tensor,
     launches no kernel of its own (cuDNN reads it in the first step), so ``hx`` is unused."""
     batched = input.dim() == 3
     if not batched:
-        input = input.unsqueeze(1)
+        input = input.unsqueeze(0 if module.batch_first else 1)
     x = (input.transpose(0, 1) if module.batch_first else input).contiguous()
     batch = x.shape[1]
     directions = 2 if module.bidirectional else 1
@@ -120,7 +120,7 @@ def _forward(module: nn.RNNBase, input: Tensor, hx: Any = None) -> tuple[Tensor,
     if module.mode == "LSTM":
         state = (h_n, torch.zeros(layers, batch, hidden, dtype=x.dtype, device=x.device))
     if not batched:
-        y = y.squeeze(1)
+        y = y.squeeze(0 if module.batch_first else 1)
     return y, state
 
 

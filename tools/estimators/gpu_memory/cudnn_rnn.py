@@ -140,7 +140,7 @@ def _forward(module: nn.RNNBase, input: Tensor, hx: Any = None) -> tuple[Tensor,
     """``module``'s forward as cuDNN runs it (a padded, not packed, sequence)."""
     batched = input.dim() == 3
     if not batched:
-        input = input.unsqueeze(1)
+        input = input.unsqueeze(0 if module.batch_first else 1)
         if hx is not None:
             hx = tuple(h.unsqueeze(1) for h in hx) if isinstance(hx, tuple) else hx.unsqueeze(1)
     x = input.transpose(0, 1) if module.batch_first else input
@@ -177,7 +177,7 @@ def _forward(module: nn.RNNBase, input: Tensor, hx: Any = None) -> tuple[Tensor,
     y: Tensor = results[0].transpose(0, 1) if module.batch_first else results[0]
     states: tuple[Tensor, ...] = tuple(results[1:])
     if not batched:
-        y = y.squeeze(1)
+        y = y.squeeze(0 if module.batch_first else 1)
         states = tuple(s.squeeze(1) for s in states)
     state: Any = states if is_lstm else states[0]
     return y, state

@@ -209,7 +209,14 @@ def test_fused_attention_is_priced_as_the_products_it_computes(causal: bool) -> 
 
 
 @pytest.mark.parametrize(
-    "options", [{"proj_size": 4}, {"bidirectional": True}, {"bias": False}, {"unbatched": True}]
+    "options",
+    [
+        {"proj_size": 4},
+        {"bidirectional": True},
+        {"bias": False},
+        {"unbatched": True},
+        {"unbatched": True, "batch_first": True},
+    ],
 )
 def test_recurrent_variants_trace_for_time_and_memory(options: dict[str, object]) -> None:
     from tools.estimators.gpu_memory.recorder import record_training_step
@@ -230,5 +237,6 @@ def test_recurrent_variants_trace_for_time_and_memory(options: dict[str, object]
     x = torch.randn(5, 8) if unbatched else torch.randn(5, 2, 8)
     task = TrainingTask(Model(), (x,), torch.randint(0, 3, (5 if unbatched else 10,)))
     kernels = kernels_of(trace_training_step(task))
-    assert len(kernels.columns("linear")["M"]) >= 2 * 2 * 5  # per-step products, both ways
+    per_step = [m for m in kernels.columns("linear")["M"] if m == (1 if unbatched else 2)]
+    assert len(per_step) >= 2 * 2 * 5  # a product a step and layer, both ways: 5 steps
     assert record_training_step(task, steps=1)
