@@ -155,6 +155,50 @@ def _baselines(rows: list[dict[str, Any]]) -> str:
     return " | ".join(cells)
 
 
+# The kind of network a row is, by its zoo family or model file: where the trace's
+# kernels come from (recurrent layers, attention, convolutions) matters to the time model.
+_KINDS = ("recurrent", "attention", "convolutional", "dense and tabular", "other")
+_KIND_OF = {
+    "lstm": "recurrent",
+    "gru_tagger": "recurrent",
+    "transformer": "attention",
+    "bert_base": "attention",
+    "vit_small": "attention",
+    "vit": "attention",
+    "hf_gpt2": "attention",
+    "resnet": "convolutional",
+    "resnet18": "convolutional",
+    "resnet34": "convolutional",
+    "resnet50": "convolutional",
+    "resnet101": "convolutional",
+    "resnet_bottleneck": "convolutional",
+    "vgg": "convolutional",
+    "vgg11": "convolutional",
+    "vgg16": "convolutional",
+    "mobilenet_v2": "convolutional",
+    "small_cnn": "convolutional",
+    "audio_conv1d": "convolutional",
+    "mlp": "dense and tabular",
+    "dlrm": "dense and tabular",
+    "mlp_mixer": "dense and tabular",
+}
+
+
+def _kind(key: str) -> str:
+    """``_KINDS`` entry of a measured row's key (``named:NAME[]...``, ``sweep:FAMILY[...]``,
+    ``file:PATH[...]``)."""
+    name = key.split(":", 1)[1].split("[", 1)[0]
+    return _KIND_OF.get(Path(name).stem, "other")
+
+
+def _errors_ms(rows: list[dict[str, Any]]) -> str:
+    apes = [_ape(r["step_ms"][0]["p50"] * 1e3, r["step_ms"][1]["p50"]) for r in rows]
+    under = sum(r["step_ms"][0]["p50"] * 1e3 < r["step_ms"][1]["p50"] for r in rows)
+    return (
+        f"{statistics.mean(apes):.1f}% / {statistics.median(apes):.1f}% / {under / len(rows):.2f}"
+    )
+
+
 def _memory_summary(rows: list[dict[str, Any]], field: str) -> str:
     apes = [_ape(*r[field]) for r in rows]
     within = sum(a <= 3.0 for a in apes)
@@ -210,6 +254,21 @@ def report(checked: list[dict[str, Any]], provenance: dict[str, Any]) -> str:
             if picked:
                 lines.append(f"| {label} | {len(picked)} | {_baselines(picked)} |")
         lines.append(f"| all | {len(timed)} | {_baselines(timed)} |")
+        lines += [
+            "",
+            "By kind of network (every FP32 row; the step's MAPE / median APE / "
+            "under-predicted, and the median of predicted / measured):",
+            "| kind | n | step | median predicted/measured |",
+            "|---|---|---|---|",
+        ]
+        for kind in _KINDS:
+            picked = [r for r in timed if _kind(r["key"]) == kind]
+            if picked:
+                ratios = [r["step_ms"][0]["p50"] * 1e3 / r["step_ms"][1]["p50"] for r in picked]
+                lines.append(
+                    f"| {kind} | {len(picked)} | {_errors_ms(picked)} | "
+                    f"x{statistics.median(ratios):.2f} |"
+                )
     lines += [
         "",
         "## Memory (every row): white-box peak against the measured one",
