@@ -22,8 +22,10 @@ Here a job is the next step of a sequence, factorized in time order:
    (seeing the class of its last job), a new one among the classes of users not in the
    slots; the user is the slot's, or drawn within the class from the others;
 4. **processors**, **request**, **run fraction** and **status**, in that order, each
-   given everything above, the tokens already drawn for this job, and the class's own
-   history: its previous job's tokens, the time since it and its jobs in the last 24 h.
+   given everything above (the new job's own hour and weekday too: LANL-CM5's night jobs
+   run five times as long as its afternoon ones), the tokens already drawn for this job,
+   and the class's own history: its previous job's tokens, the time since it and its
+   jobs in the last 24 h.
    A user resubmitting the same job is the request head copying the class's last one.
 
 Every column is a token (REaLTabFormer, which seed 003 found best on marginals and
@@ -345,8 +347,14 @@ _WHEN = 24 + 7  # one-hot local hour and weekday
 class _Network(nn.Module):
     """Shared trunk over the history; one head per token, each seeing the tokens before it."""
 
-    def __init__(self, vocab: dict[str, int], hidden: int, head_hidden: int) -> None:
+    def __init__(
+        self, vocab: dict[str, int], hidden: int, head_hidden: int, *, job_when: bool = True
+    ) -> None:
         super().__init__()
+        # The job's own heads (processors, request, run fraction, status) see its local hour
+        # and weekday; a file fitted before they did (no "job_when" option) has heads
+        # without them.
+        self.job_when = job_when
         # +1: the "no previous job" token.
         self.embed = nn.ModuleDict({h: nn.Embedding(vocab[h] + 1, _EMBED) for h in _HEADS})
         context = _NUMERIC + 4 * _EMBED + _WHEN
@@ -357,7 +365,7 @@ class _Network(nn.Module):
             "gap": hidden,
             "session": hidden + _EMBED + _SLOTS * _SLOT_NUMERIC + _WHEN,
             "class": hidden + _EMBED + _WHEN + 2 * _EMBED,
-            "procs": hidden + 3 * _EMBED + _CLASS_NUMERIC + 3 * _EMBED,
+            "procs": hidden + 3 * _EMBED + _CLASS_NUMERIC + 3 * _EMBED + job_when * _WHEN,
         }
         inputs["request"] = inputs["procs"] + _EMBED
         inputs["fraction"] = inputs["request"] + _EMBED
@@ -433,6 +441,7 @@ def _logits(net: _Network, b: _Batch, users: _Users) -> dict[str, torch.Tensor]:
             e["procs"](b.class_previous[:, 0]),
             e["request"](b.class_previous[:, 1]),
             e["fraction"](b.class_previous[:, 2]),
+            *([new_when] if net.job_when else []),
         ],
         dim=1,
     )
@@ -726,6 +735,7 @@ class SequenceModel:
             "learning_rate": learning_rate,
             "validation": validation,
             "min_class_jobs": min_class_jobs,
+            "job_when": True,
             "span_s": float(submit[-1]),
             "session_slots": _SLOTS,
             "queue_numbers": QUEUE_NUMBERS,
@@ -746,7 +756,7 @@ class SequenceModel:
         vocab = cls._vocab(columns, len(data.scheme.classes))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            network = _Network(vocab, hidden, head_hidden)
+            network = _Network(vocab, hidden, head_hidden, job_when=True)
         placeholder = {h: np.ones(vocab[h]) / vocab[h] for h in _HEADS}
         run_classes = run_class_shares(
             trace.table.procs,
@@ -909,6 +919,7 @@ class SequenceModel:
                     emb["procs"][class_previous[0]],
                     emb["request"][class_previous[1]],
                     emb["fraction"][class_previous[2]],
+                    *([new_when] if self.network.job_when else []),
                 ]
             )
             tokens = {"gap": gap_token, "session": session, "class": label}
@@ -993,7 +1004,12 @@ class SequenceModel:
                 raise ValueError(f"columns {names}, expected {MODEL_COLUMNS}")
             options = metadata.options
             vocab = cls._vocab(columns, len(metadata.classes.classes))
-            network = _Network(vocab, int(options["hidden"]), int(options["head_hidden"]))
+            network = _Network(
+                vocab,
+                int(options["hidden"]),
+                int(options["head_hidden"]),
+                job_when=bool(options.get("job_when", False)),
+            )
             network.load_state_dict(state["network"], strict=True)
             shares = {
                 h: t.double().numpy() for h, t in zip(_HEADS, state["token_shares"], strict=True)
