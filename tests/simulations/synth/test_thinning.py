@@ -159,16 +159,42 @@ def _hourly_submits(rng: np.random.Generator, rate: np.ndarray) -> np.ndarray:
     return out
 
 
+def _office_hours(seed: int, procs: int) -> tuple[JobTable, np.ndarray]:
+    """60 days of 1.5 h jobs of ``procs`` processors, office hours (9-18) submitting four
+    times the night's rate (:func:`_hourly_submits`), and each job's hour of day."""
+    hours_of_day = np.arange(24)
+    rate = np.where((hours_of_day >= 9) & (hours_of_day < 18), 4.0, 1.0)
+    submit = _hourly_submits(np.random.default_rng(seed), rate)
+    n = submit.size
+    table = job_table(submit, np.full(n, procs), np.full(n, 5400.0), users=50)
+    return table, ((submit // 3600) % 24).astype(np.int64)
+
+
+def _thin_by_hour(
+    table: JobTable, target: float, hours: np.ndarray, shares: np.ndarray | None, **options: Any
+) -> JobTable:
+    """The first half of ``table`` thinned to ``target`` on 64 processors, by the backlog
+    (1 h scale unless ``options`` says), each hour's admission corrected to ``shares``."""
+    options.setdefault("backlog_scale_s", 3600.0)
+    thinned, _ = thin_to_load(
+        table,
+        target_load=target,
+        machine_procs=64,
+        n_jobs=len(table) // 2,
+        rng=np.random.default_rng(1),
+        cap_load=10.0,
+        hours=hours,
+        hour_shares=shares,
+        **options,
+    )
+    return thinned
+
+
 def test_backlog_thinning_keeps_the_hour_of_day_profile_when_given_the_hours() -> None:
     # Office hours submit four times as much as the night: the backlog is longest in the
     # afternoon, so admission by the backlog alone drops more there.
-    rng = np.random.default_rng(5)
-    hours_of_day = np.arange(24)
-    rate = np.where((hours_of_day >= 9) & (hours_of_day < 18), 4.0, 1.0)
-    submit = _hourly_submits(rng, rate)
-    n = submit.size
-    table = job_table(submit, np.full(n, 16), np.full(n, 5400.0), users=50)
-    hours = ((submit // 3600) % 24).astype(np.int64)
+    table, hours = _office_hours(5, 16)
+    n = len(table)
     target = offered_load(table, 64) / 1.4
 
     def profile(t: JobTable) -> np.ndarray:
@@ -200,15 +226,9 @@ def test_thinning_given_the_training_hour_shares_makes_the_survivors_profile_the
     # (TV 0.055 between their profiles, as far as a sequence model's draws miss): even
     # admission over the hours keeps the drawn profile; given the training shares, the
     # survivors take the training profile (0.004 after three passes, 0.011 after two).
-    rng = np.random.default_rng(7)
-    hours_of_day = np.arange(24)
-    office = (hours_of_day >= 9) & (hours_of_day < 18)
-    drawn_rate = np.where(office, 4.0, 1.0)
+    table, hours = _office_hours(7, 4)
+    office = (np.arange(24) >= 9) & (np.arange(24) < 18)
     training = np.where(office, 3.0, 1.0) / np.where(office, 3.0, 1.0).sum()
-    submit = _hourly_submits(rng, drawn_rate)
-    n = submit.size
-    table = job_table(submit, np.full(n, 4), np.full(n, 5400.0), users=50)
-    hours = ((submit // 3600) % 24).astype(np.int64)
     target = offered_load(table, 64) / 1.6
 
     def tv_to_training(t: JobTable) -> float:
@@ -218,17 +238,7 @@ def test_thinning_given_the_training_hour_shares_makes_the_survivors_profile_the
     assert tv_to_training(table) > 0.045
     tv = {}
     for label, shares in (("even", None), ("training", training)):
-        thinned, _ = thin_to_load(
-            table,
-            target_load=target,
-            machine_procs=64,
-            n_jobs=n // 2,
-            rng=np.random.default_rng(1),
-            cap_load=10.0,
-            backlog_scale_s=3600.0,
-            hours=hours,
-            hour_shares=shares,
-        )
+        thinned = _thin_by_hour(table, target, hours, shares)
         tv[label] = tv_to_training(thinned)
         assert offered_load(thinned, 64) == pytest.approx(target, rel=0.08)
     assert tv["even"] > 0.045
@@ -241,26 +251,12 @@ def test_the_hour_profile_holds_when_a_short_queue_asks_for_the_strongest_admiss
     # busy hours, where the backlog is, lose the most. Each pass's correction then comes
     # through only in part: two plain passes (the corrections before) left hour TV 0.147
     # against the profile asked; secant passes 0.032 (LANL-CM5 whole: 0.088 -> 0.026).
-    rng = np.random.default_rng(7)
-    hours_of_day = np.arange(24)
-    rate = np.where((hours_of_day >= 9) & (hours_of_day < 18), 4.0, 1.0)
-    submit = _hourly_submits(rng, rate)
-    n = submit.size
-    table = job_table(submit, np.full(n, 8), np.full(n, 5400.0), users=50)
-    hours = ((submit // 3600) % 24).astype(np.int64)
+    table, hours = _office_hours(7, 8)
+    n = len(table)
     source = np.bincount(hours, minlength=24) / n
     target = offered_load(table, 64) / 1.5
-    thinned, _ = thin_to_load(
-        table,
-        target_load=target,
-        machine_procs=64,
-        n_jobs=n // 2,
-        rng=np.random.default_rng(1),
-        cap_load=10.0,
-        backlog_scale_s=7200.0,
-        hours=hours,
-        hour_shares=source,
-        easy_wait_target_s=1800.0,
+    thinned = _thin_by_hour(
+        table, target, hours, source, backlog_scale_s=7200.0, easy_wait_target_s=1800.0
     )
     kept = np.bincount(((thinned.submit_s // 3600) % 24).astype(np.int64), minlength=24)
     assert 0.5 * np.abs(kept / kept.sum() - source).sum() < 0.05
