@@ -737,7 +737,8 @@ def thin_to_load(
     with a short-run job are then admitted with a tilt (:func:`_tilt_short_sessions`)
     that brings the survivors' :func:`short_wait_ratio` to ``short_wait_target`` from
     either side, or, for an older model file, their :func:`short_backlog_ratio` down to
-    ``short_ratio_target`` when it is above it. Every admission tried is then capped: in any
+    ``short_ratio_target`` when it is above it; the strength is then searched again with
+    that tilt, which moves the wait too. Every admission tried is then capped: in any
     calendar week offering more than ``cap_load`` (default ``_CAP`` times the target),
     more sessions are dropped at random down to it (:func:`_cap_weeks`), so the load and
     the queue the searches find are the ones left after the cap (capping after the
