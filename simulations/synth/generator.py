@@ -961,8 +961,8 @@ def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool 
             table, kept = _draw_and_thin(model, n_jobs, rng, density, margin, None)
         if len(table) < n_jobs:
             raise InvalidInputError(
-                f"thinning to the model's load kept {len(table)} jobs after "
-                f"{_SHORT_DRAWS + 1} draws",
+                f"thinning to the model's load kept {len(table)} of the jobs asked, "
+                f"drawn again {_SHORT_DRAWS} times, each larger",
                 field="jobs",
                 value=n_jobs,
             )

@@ -365,7 +365,7 @@ class _Network(nn.Module):
             "gap": hidden,
             "session": hidden + _EMBED + _SLOTS * _SLOT_NUMERIC + _WHEN,
             "class": hidden + _EMBED + _WHEN + 2 * _EMBED,
-            "procs": hidden + 3 * _EMBED + _CLASS_NUMERIC + 3 * _EMBED + job_when * _WHEN,
+            "procs": hidden + 3 * _EMBED + _CLASS_NUMERIC + 3 * _EMBED + (_WHEN if job_when else 0),
         }
         inputs["request"] = inputs["procs"] + _EMBED
         inputs["fraction"] = inputs["request"] + _EMBED

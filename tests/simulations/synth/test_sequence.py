@@ -24,7 +24,7 @@ from simulations.synth.generator import (
     write_trace,
 )
 from simulations.synth.model_files import load_model, save_model
-from simulations.synth.sequence import SequenceModel, _logits, _NumpyNet
+from simulations.synth.sequence import _WHEN, SequenceModel, _logits, _NumpyNet
 from simulations.synth.temporal import compare_time
 from tests.simulations.synth.tables import big_and_small, job_table
 
@@ -50,6 +50,17 @@ def test_a_sequence_model_gives_as_many_jobs_as_asked(sequence: SequenceModel) -
     # back, kept share 0.56 of a 1.7x draw); the model then draws again, larger.
     for n in (200, 600, 1500):
         assert len(generate(sequence, n, seed=0).table) == n
+
+
+def test_a_draw_that_stays_short_is_a_clear_error(
+    sequence: SequenceModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No margin and no second draw: thinning keeps fewer jobs than asked, and says so.
+    monkeypatch.setattr(generator, "_SEQUENCE_MARGIN", 1.0)
+    monkeypatch.setattr(generator, "_SHORT_DRAWS", 0)
+    with pytest.raises(InvalidInputError, match="kept .* of the jobs asked") as caught:
+        generate(sequence, 600, seed=0)
+    assert caught.value.field == "jobs"
 
 
 def test_the_same_seed_gives_the_same_trace_and_a_saved_model_too(
@@ -152,13 +163,13 @@ def test_a_model_file_from_before_the_job_heads_saw_the_hour_still_samples(
     payload = torch.load(path, weights_only=True)
     del payload["metadata"]["options"]["job_when"]
     state = payload["state"]["network"]
-    # The hour and weekday were the last 31 inputs of the processors head, and sit at
+    # The hour and weekday were the last _WHEN inputs of the processors head, and sit at
     # the same place in each later head's inputs (after them come the tokens drawn).
     width = state["heads.procs.0.weight"].shape[1]
     for head in ("procs", "request", "fraction", "status"):
         weight = state[f"heads.{head}.0.weight"]
         state[f"heads.{head}.0.weight"] = torch.cat(
-            [weight[:, : width - 31], weight[:, width:]], dim=1
+            [weight[:, : width - _WHEN], weight[:, width:]], dim=1
         )
     torch.save(payload, path)
     old = load_model(path)
