@@ -44,7 +44,7 @@ _LOAD_CLIP = 4.0  # a window offering more than 4x the machine reads as 4x
 
 def job_work(procs: float, requested_s: float, run_fraction: float, machine_procs: float) -> float:
     """Processor-seconds a job asks of the machine: what it ran (at most its request) on at
-    most the machine's processors, as :func:`~simulations.synth.generator.offered_load`
+    most the machine's processors, as :func:`~simulations.synth.load.offered_load`
     counts it."""
     return min(max(run_fraction, 0.0), 1.0) * max(requested_s, 0.0) * min(procs, machine_procs)
 

@@ -65,17 +65,16 @@ from knowledge_base.errors import InvalidInputError
 from simulations.synth.clock import TraceClock
 from simulations.synth.columns import COLUMN_KINDS, MODEL_COLUMNS, TRANSFORMS, Trace
 from simulations.synth.columns import transform_forward as _forward
-from simulations.synth.generator import (
-    SynthMetadata,
+from simulations.synth.generator import SynthMetadata, training_data
+from simulations.synth.intensity import WEEK_BINS, OperationalTime, weekly_rates
+from simulations.synth.load import (
     easy_queue_s,
     easy_wait_s,
     mean_backlog_s,
     peak_week_load,
     short_backlog_ratio,
     short_wait_ratio,
-    training_data,
 )
-from simulations.synth.intensity import WEEK_BINS, OperationalTime, weekly_rates
 from simulations.synth.model_state import state_errors
 from simulations.synth.queue_state import QUEUE_NUMBERS, QueueState, job_work
 from simulations.synth.temporal import SESSION_GAP_S

@@ -23,13 +23,8 @@ from pydantic import BaseModel, ConfigDict
 from knowledge_base.errors import InvalidInputError
 from simulations.synth.columns import Trace, read_trace
 from simulations.synth.fidelity import evaluate
-from simulations.synth.generator import (
-    ModelKind,
-    TraceModel,
-    generate,
-    weekly_load_cv,
-    write_trace,
-)
+from simulations.synth.generator import ModelKind, TraceModel, generate, write_trace
+from simulations.synth.load import weekly_load_cv
 from simulations.synth.model_files import fit_model
 from simulations.synth.temporal import WorkProfile
 from tools.traces.swf import SWFReader, write_swf

@@ -16,7 +16,8 @@ from knowledge_base.errors import InvalidInputError
 from simulations.synth.columns import COLUMNS, JobTable, Trace, read_trace
 from simulations.synth.constraints import check_trace
 from simulations.synth.copula import CopulaModel
-from simulations.synth.generator import TraceModel, generate, offered_load, write_trace
+from simulations.synth.generator import TraceModel, generate, write_trace
+from simulations.synth.load import offered_load
 from simulations.synth.tvae import TVAEModel
 
 

@@ -12,17 +12,15 @@ import torch
 
 from knowledge_base.errors import InvalidInputError
 from simulations.synth.columns import Trace
-from simulations.synth.generator import (
-    SynthMetadata,
+from simulations.synth.generator import SynthMetadata, generate, hour_of_day_shares
+from simulations.synth.intensity import OperationalTime
+from simulations.synth.load import (
     easy_queue_s,
     easy_wait_s,
-    generate,
-    hour_of_day_shares,
     mean_backlog_s,
     short_backlog_ratio,
     short_wait_ratio,
 )
-from simulations.synth.intensity import OperationalTime
 from simulations.synth.model_files import load_model, save_model
 from simulations.synth.queue_state import (
     QUEUE_NUMBERS,

@@ -10,8 +10,7 @@ import pytest
 
 from knowledge_base.errors import InvalidInputError
 from simulations.synth.columns import JobTable
-from simulations.synth.generator import (
-    ThinningReport,
+from simulations.synth.load import (
     easy_queue_s,
     easy_wait_s,
     mean_backlog_s,
@@ -19,10 +18,10 @@ from simulations.synth.generator import (
     short_backlog_ratio,
     short_run,
     short_wait_ratio,
-    thin_to_load,
     weekly_load_cv,
     weekly_loads,
 )
+from simulations.synth.thinning import ThinningReport, thin_to_load
 from tests.simulations.synth.tables import big_and_small, job_table
 
 _DAY = 86_400
@@ -375,7 +374,7 @@ def test_the_strength_kept_is_the_closest_tried_when_the_queue_is_not_monotone(
     # CTC-SP2 seed 2: the bisection's last step left a 22.3 h queue against 10.5 h asked,
     # though an earlier step had come closer. Here the queue each step finds is given:
     # the second step is the closest and its survivors must be what is returned.
-    import simulations.synth.generator as generator
+    import simulations.synth.thinning as thinning
 
     found = iter([20.0, 10.2, 15.0, 14.0, 13.0, 12.0, 11.0] * 3)
     seen: list[JobTable] = []
@@ -384,7 +383,7 @@ def test_the_strength_kept_is_the_closest_tried_when_the_queue_is_not_monotone(
         seen.append(kept)
         return next(found) * 3600.0
 
-    monkeypatch.setattr(generator, "easy_queue_s", scripted_queue)
+    monkeypatch.setattr(thinning, "easy_queue_s", scripted_queue)
     thinned, _ = _thin_bursty_to_queue(backlog_target_s=3600.0, easy_queue_target_s=10 * 3600.0)
     assert len(seen) >= 3
     assert np.array_equal(thinned.submit_s, seen[1].submit_s)
@@ -399,12 +398,12 @@ def test_thinning_at_random_is_tried_before_a_negative_strength(
     # survivors offer 0.3 of the load with a 1.7 h queue. After strength 1 (7.4 h) the
     # search went below 0, where every step looked too short, tried only -0.5 to -1.95,
     # and kept strength 1. Thinning at random is now tried before any negative strength.
-    import simulations.synth.generator as generator
+    import simulations.synth.thinning as thinning
 
     table = _bursty(np.random.default_rng(0))
     target = offered_load(table, 64) / 1.4
     tried: list[float] = []
-    admit = generator._admit_to_load
+    admit = thinning._admit_to_load
 
     def recording(*args: Any, **kwargs: Any) -> np.ndarray:
         tried.append(kwargs["strength"])
@@ -418,9 +417,9 @@ def test_thinning_at_random_is_tried_before_a_negative_strength(
     def scripted_queue(kept: JobTable, machine_procs: int) -> float:
         return (1.7 if tried[-1] < 0 else 20.0 * np.exp(-tried[-1])) * 3600.0
 
-    monkeypatch.setattr(generator, "_admit_to_load", recording)
-    monkeypatch.setattr(generator, "offered_load", scripted_load)
-    monkeypatch.setattr(generator, "easy_queue_s", scripted_queue)
+    monkeypatch.setattr(thinning, "_admit_to_load", recording)
+    monkeypatch.setattr(thinning, "offered_load", scripted_load)
+    monkeypatch.setattr(thinning, "easy_queue_s", scripted_queue)
     report = ThinningReport()
     # (The helper thins the same bursty trace to the same target load.)
     _thin_bursty_to_queue(backlog_target_s=3600.0, easy_queue_target_s=20 * 3600.0, report=report)
@@ -549,3 +548,37 @@ def test_the_report_says_when_the_load_held_the_queue_back() -> None:
         _, report = thin(excess, at_strength_1 / 20)
         assert report.held_back_by_load is held_back
         assert report.strength is not None and report.strength > 1
+
+
+def test_the_report_gives_the_strength_of_the_jobs_kept_after_the_tilt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The strength is searched again once short-run sessions are tilted; the report
+    # gives that strength, the one the kept jobs were admitted at (it gave the first
+    # search's: 0.219 here, against 0.125 kept).
+    import simulations.synth.thinning as thinning
+
+    table, _, kwargs = _short_and_long_thinning()
+    tried: list[tuple[float, bool, np.ndarray]] = []
+    admit = thinning._admit_to_load
+
+    def recording(*args: Any, **options: Any) -> np.ndarray:
+        keep = admit(*args, **options)
+        tried.append((options["strength"], options["short_tilt"] is not None, keep))
+        return keep
+
+    monkeypatch.setattr(thinning, "_admit_to_load", recording)
+    report = ThinningReport()
+    thinned, _ = thin_to_load(
+        table,
+        rng=np.random.default_rng(1),
+        short_ratio_target=0.6,
+        report=report,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    kept_at = {
+        strength
+        for strength, tilted, keep in tried
+        if tilted and np.array_equal(table.submit_s[keep][: len(thinned)], thinned.submit_s)
+    }
+    assert report.strength in kept_at
