@@ -9,6 +9,7 @@ strongly as makes the survivors' EASY wait the training trace's (:func:`thin_to_
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ from simulations.synth.queue_state import machine_work_s
 from simulations.synth.temporal import sessions
 
 __all__ = ["BACKLOG_SCALE_S", "CAP", "ThinningReport", "thin_to_load"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -411,6 +414,7 @@ class _Admission:
             keep, strength = found.keep, found.strength
             if report is not None:
                 report.held_back_by_load = found.held_back_by_load
+        self._log("strength searched", keep, strength, None, wait, short)
         if self.backlog_scale_s is not None and short is not None:
             chosen = strength
             keep, tilt = _tilt_short_sessions(
@@ -422,12 +426,41 @@ class _Admission:
                 self.n_jobs,
                 lambda tilt: self.admit(chosen, tilt),
             )
+            self._log("short-run sessions tilted", keep, strength, tilt, wait, short)
             if wait is not None and tilt is not None:
                 found = self.search(wait, tilt)
                 keep, strength = found.keep, found.strength
+                self._log("strength searched again", keep, strength, tilt, wait, short)
         if report is not None:
             report.strength = strength
         return keep
+
+    def _log(
+        self,
+        step: str,
+        keep: np.ndarray,
+        strength: float,
+        tilt: tuple[float, float] | None,
+        wait: tuple[_Statistic, float] | None,
+        short: tuple[_ShortRatio, float, bool] | None,
+    ) -> None:
+        """At debug level: the survivors' wait and short-run ratio against those asked."""
+        if not log.isEnabledFor(logging.DEBUG):
+            return
+        survivors = self.survivors(keep)
+        found = [
+            f"{asked[0](survivors, self.machine_procs)} of {asked[1]}"
+            for asked in (wait, short)
+            if asked is not None
+        ]
+        log.debug(
+            "%s: strength %.3g, tilt %s, load %.3f: %s",
+            step,
+            strength,
+            None if tilt is None else round(tilt[0], 3),
+            offered_load(survivors, self.machine_procs),
+            "; ".join(found),
+        )
 
     def search(
         self, wait: tuple[_Statistic, float], short_tilt: tuple[float, float] | None

@@ -3,6 +3,7 @@ while the fluid queue of those admitted is long, at every hour alike, whatever t
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -582,3 +583,30 @@ def test_the_report_gives_the_strength_of_the_jobs_kept_after_the_tilt(
         if tilted and np.array_equal(table.submit_s[keep][: len(thinned)], thinned.submit_s)
     }
     assert report.strength in kept_at
+
+
+def test_each_thinning_step_logs_its_wait_and_ratio_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # What a diagnosis reads: the survivors' wait and short-run ratio against those asked,
+    # after the strength search, the tilt and the search again.
+    table, _, kwargs = _short_and_long_thinning()
+    with caplog.at_level(logging.DEBUG, logger="simulations.synth.thinning"):
+        thin_to_load(
+            table,
+            rng=np.random.default_rng(1),
+            short_ratio_target=0.6,
+            **kwargs,  # type: ignore[arg-type]
+        )
+    steps = [r.getMessage() for r in caplog.records if r.name == "simulations.synth.thinning"]
+    assert [m.split(":")[0] for m in steps] == [
+        "strength searched",
+        "short-run sessions tilted",
+        "strength searched again",
+    ]
+    assert all(" of 14400.0; " in m and m.endswith(" of 0.6") for m in steps)
+    # Nothing at info level (the survivors are replayed for the log only at debug).
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="simulations.synth.thinning"):
+        thin_to_load(table, rng=np.random.default_rng(1), short_ratio_target=0.6, **kwargs)  # type: ignore[arg-type]
+    assert not caplog.records
