@@ -158,7 +158,8 @@ def _traces_table(args: argparse.Namespace) -> int:
     if not args.json:
         print(
             f"# {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; first "
-            f"{args.max_jobs:,} jobs of each trace; {args.seeds} seed(s); sequence "
+            f"{args.max_jobs:,} jobs of each trace; {args.fit_seeds} fit(s) x {args.seeds} "
+            "seed(s); sequence "
             f"{args.sequence_epochs} epochs; targets: EASY bsld within 20%, hour-of-day TV "
             "<= 0.05",
             flush=True,
@@ -167,7 +168,8 @@ def _traces_table(args: argparse.Namespace) -> int:
 
     def show(r: TraceRow) -> None:
         print(
-            f"# {r.trace} {r.model} seed {r.seed}: fit {r.fit_s:.0f} s, sample {r.sample_s:.0f} s",
+            f"# {r.trace} {r.model} fit {r.fit_seed} seed {r.seed}: fit {r.fit_s:.0f} s, "
+            f"sample {r.sample_s:.0f} s",
             file=sys.stderr,
             flush=True,
         )
@@ -178,6 +180,7 @@ def _traces_table(args: argparse.Namespace) -> int:
         paths,
         args.models,
         seeds=args.seeds,
+        fit_seeds=args.fit_seeds,
         max_jobs=args.max_jobs,
         sequence_epochs=args.sequence_epochs,
         tvae_epochs=args.epochs,
@@ -204,6 +207,9 @@ def main() -> int:
     )
     parser.add_argument("--max-jobs", type=int, default=20_000)
     parser.add_argument("--sequence-epochs", type=int, default=8)
+    parser.add_argument(
+        "--fit-seeds", type=int, default=1, help="with --traces: fits per trace and model"
+    )
     args = parser.parse_args()
     if args.traces:
         if args.models == ["copula", "tvae"]:

@@ -248,6 +248,9 @@ def table_command(
         ["sequence"], "--model", help="copula, tvae or sequence (repeatable)"
     ),
     seeds: int = typer.Option(1, "--seeds", min=1, help="Samples per trace and model"),
+    fit_seeds: int = typer.Option(
+        1, "--fit-seeds", min=1, help="Fits per trace and model (seeds 0..N-1), each sampled"
+    ),
     max_jobs: int = typer.Option(
         20_000, "--max-jobs", min=2, help="Each trace cut to its first jobs (header kept)"
     ),
@@ -258,14 +261,15 @@ def table_command(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
 ) -> None:
-    """One table over several traces: each generator fitted once, sampled per seed, and
-    checked (column KS, EASY bsld, time and work in time, real / synthetic)."""
+    """One table over several traces: each generator fitted (once, or per fit seed), sampled
+    per seed, and checked (column KS, EASY bsld, time and work in time, real / synthetic)."""
     from simulations.synth.trace_table import HEADER, TraceRow, row_line, trace_table
 
     if not as_json:
         typer.echo(
-            f"# first {max_jobs:,} jobs of each trace; {seeds} seed(s); sequence "
-            f"{sequence_epochs} epochs; targets: EASY bsld within 20%, hour-of-day TV <= 0.05"
+            f"# first {max_jobs:,} jobs of each trace; {fit_seeds} fit(s) x {seeds} seed(s); "
+            f"sequence {sequence_epochs} epochs; targets: EASY bsld within 20%, hour-of-day "
+            "TV <= 0.05"
         )
         typer.echo(HEADER)
 
@@ -278,6 +282,7 @@ def table_command(
             traces,
             models,
             seeds=seeds,
+            fit_seeds=fit_seeds,
             max_jobs=max_jobs,
             sequence_epochs=sequence_epochs,
             tvae_epochs=tvae_epochs,

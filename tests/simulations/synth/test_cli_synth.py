@@ -164,10 +164,26 @@ def test_the_table_over_traces_has_a_row_per_trace_model_and_seed(
     # Seed 0's plots and fidelity.json, not seed 1's (one directory per trace and model).
     report = tmp_path / "report" / "sdsc-slice-first3000" / "copula"
     assert (report / "fidelity.json").is_file() and (report / "temporal.png").is_file()
+    assert [r["fit_seed"] for r in rows] == [0, 0]
     plain = runner.invoke(app, [*args[:5], "--seeds", "1", "--max-jobs", "3000"])
     assert plain.exit_code == 0, plain.output
     lines = plain.stdout.splitlines()
     assert "found/mean r/s" in lines[1] and lines[2].startswith("sdsc-slice")
+    assert lines[2].split()[2] == "0/0"  # fit seed / draw seed
+
+
+def test_the_table_fits_each_trace_once_per_fit_seed(sdsc_slice: Path) -> None:
+    # How much a figure moves from fit to fit (HPC2N's EASY bsld +19% to +58% over three
+    # fits of the whole trace): each fit seed fits its own model, each sampled per seed.
+    args = ["synth", "table", str(sdsc_slice), "--model", "copula", "--fit-seeds", "2",
+            "--max-jobs", "3000", "--json"]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["fit_seed"], r["seed"]) for r in rows] == [(0, 0), (1, 0)]
+    assert rows[0]["bsld"] != rows[1]["bsld"]  # two fits, the same draw seed
+    refused = runner.invoke(app, [*args[:5], "--fit-seeds", "0", "--json"])
+    assert refused.exit_code == 2
 
 
 def test_the_table_refuses_an_unknown_generator_or_a_missing_trace(
