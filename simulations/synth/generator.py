@@ -37,7 +37,13 @@ from simulations.synth.columns import (
 )
 from simulations.synth.constraints import enforce
 from simulations.synth.load import offered_load
-from simulations.synth.thinning import BACKLOG_SCALE_S, CAP, ThinningReport, thin_to_load
+from simulations.synth.thinning import (
+    BACKLOG_SCALE_S,
+    CAP,
+    SEQUENCE_MARGIN,
+    ThinningReport,
+    thin_to_load,
+)
 from tools.traces.swf import SWFHeader, SWFJob, write_swf
 
 log = logging.getLogger(__name__)
@@ -228,7 +234,7 @@ class Sample:
 
 
 _SEQUENCE_DENSITY = 1.5  # a sequence model draws this much more load, for thinning to take
-_SEQUENCE_MARGIN = 1.7  # and this many more jobs, so that thinning leaves enough
+_SEQUENCE_MARGIN = SEQUENCE_MARGIN  # and this many more jobs, so that thinning leaves enough
 # Drawn again this much denser when the first draw's thinning was held back by the load
 # (ThinningReport): LANL-CM5 seeds 1-2 then meet their load and queue (-3%, -19% EASY
 # bsld instead of +30%, +67%). Not for every draw: a sped-up clock puts more gaps under

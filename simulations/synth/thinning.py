@@ -32,7 +32,7 @@ from simulations.synth.load import (
 from simulations.synth.queue_state import machine_work_s
 from simulations.synth.temporal import sessions
 
-__all__ = ["BACKLOG_SCALE_S", "CAP", "ThinningReport", "thin_to_load"]
+__all__ = ["BACKLOG_SCALE_S", "CAP", "SEQUENCE_MARGIN", "ThinningReport", "thin_to_load"]
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,9 @@ def _keep_rows(table: JobTable, keep: np.ndarray) -> JobTable:
     return kept
 
 
-_HEAD_MARGIN = 1.7  # the draw's load is judged over its first this many times the jobs asked
+# A sequence model's draw holds this many times the jobs asked (the generator's usual
+# margin), and its load is judged over that many of its first jobs.
+SEQUENCE_MARGIN = 1.7
 _UNIT_JOBS = 16  # a session longer than this is thinned in runs of this many jobs
 
 
@@ -570,7 +572,7 @@ def thin_to_load(
     if not len(table):
         return table, 0.0
     cap_load = CAP * target_load if cap_load is None else cap_load
-    head = table.take(slice(0, int(np.ceil(n_jobs * _HEAD_MARGIN))))
+    head = table.take(slice(0, int(np.ceil(n_jobs * SEQUENCE_MARGIN))))
     unit = _thinning_units(table)
     u, v = rng.random((2, int(unit.max()) + 1))
     keep = _cap_weeks(table, np.ones(len(table), dtype=bool), unit, v, cap_load, machine_procs)
