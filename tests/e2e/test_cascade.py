@@ -4,12 +4,13 @@ Every agent runs for real (in-process bus, SQLite, the LangGraph checkpointer, t
 planner, the local SLURM through ``SlurmExecutor``): the seeded CNN of
 ``examples/cascade/train.py`` is asked for in the ``debug`` partition, whose limit is one
 minute. The demo's defaults (40 epochs of 8192 samples, 20 s of each job kept for start-up)
-took 12 minutes on the shared 2-core VM. Here the work is three epochs of 4096 samples (about
-7 s each on a quiet VM, 30 s at load 9) and each job's budget 8 s (52 s of the minute kept):
-less than two epochs with the start-up even on a machine twice as fast, so each job trains
-one epoch and the cascade needs three jobs however loaded the machine is. (16 epochs of 1024
-samples also ran one epoch per job at load 7: 16 jobs, 8 minutes; 8192 samples took longer
-than the minute at load 9.) It must
+took 12 minutes on the shared 2-core VM. Here the work is three epochs of 4096 samples (about 7
+s each when this test was written, 30 s at load 9) and each job's budget 8 s (52 s of the
+minute kept): one epoch a job, three jobs, on a loaded VM; on a quiet one (a fresh clone,
+2026-11-27: the whole test 37 s) two epochs fit a job, so two jobs. Either way the
+training does not fit one job, which is what is checked: at least two jobs, each resuming
+where the last stopped. (16 epochs of 1024 samples ran one epoch per job at load 7: 16
+jobs, 8 minutes; 8192 samples took longer than the minute at load 9.) It must
 finish through them, each submitted once, each ending COMPLETED in SLURM's own job
 completion log, and its final weights must equal those of the same script run
 uninterrupted beside it.
@@ -63,7 +64,7 @@ def test_a_training_longer_than_its_partition_finishes_through_one_minute_jobs_s
 
     assert {"segments", "final_state", "slurm_job_ids", "jobcomp_log"} <= set(result)
     assert result["final_state"] == "completed"
-    assert result["segments"] >= 3
+    assert result["segments"] >= 2  # longer than one job of the partition (3 when loaded)
     assert result["weights_match_uninterrupted"] is True
     jobs = result["slurm_job_ids"]
     assert len(jobs) == len(set(jobs)) == result["segments"]  # one job per segment, no repeats
