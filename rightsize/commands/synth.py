@@ -303,8 +303,11 @@ def schedulers_command(
     split: float | None = typer.Option(None, "--split", help="Training share (default 0.7)"),
     seeds: int | None = typer.Option(None, "--seeds", help="Seeds per source (default 3)"),
     first_seed: int | None = typer.Option(None, "--first-seed", help="Default 0"),
-    windows: int | None = typer.Option(
-        None, "--windows", help="Held-out sequences of 1,024 jobs (default 8)"
+    windows: str | None = typer.Option(
+        None,
+        "--windows",
+        help="Held-out sequences of 1,024 jobs (default 8), or 'all': the held-out part cut "
+        "into consecutive sequences",
     ),
     sources: str | None = typer.Option(
         None, "--sources", help="real, synthetic or both, comma-separated (default both)"
@@ -320,7 +323,15 @@ def schedulers_command(
         None, "--baseline", help="SJF, F1, FCFS or none: what PPO's reward is relative to"
     ),
     imitate: str | None = typer.Option(
-        None, "--imitate", help="SJF, F1, FCFS or none: PPO's starting policy (default SJF)"
+        None,
+        "--imitate",
+        help="SJF, F1, FCFS or none: PPO's starting policy, cloned (default SJF unless --residual)",
+    ),
+    residual: str | None = typer.Option(
+        None,
+        "--residual",
+        help="SJF, FCFS or none: PPO starts as this heuristic exactly and learns a "
+        "correction (instead of a clone)",
     ),
     cem_generations: int | None = typer.Option(
         None, "--cem-generations", help="0: no learned priority (default 10)"
@@ -360,6 +371,7 @@ def schedulers_command(
         "--entropy": entropy,
         "--baseline": baseline,
         "--imitate": imitate,
+        "--residual": residual,
         "--cem-generations": cem_generations,
         "--generator-epochs": generator_epochs,
         "--generator-file": generator_file,

@@ -39,7 +39,7 @@ from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
 from knowledge_base.errors import InvalidInputError
@@ -214,10 +214,25 @@ def heuristic_bsld(seq: Sequence, name: str) -> float:
     return _bsld(seq, _run(seq, choose))
 
 
-class _Network(nn.Module):
-    """RLScheduler's kernel network: the same weights score every observed job."""
+Residual = Literal["SJF", "FCFS"]
+# The feature each heuristic ranks by, and the sign that makes its choice the highest
+# logit: SJF the shortest request (feature 1, log request), FCFS the longest wait
+# (feature 0, log wait; the earliest submitted job).
+_PRIOR_FEATURE: dict[str, tuple[int, float]] = {"SJF": (1, -1.0), "FCFS": (0, 1.0)}
 
-    def __init__(self, hidden: int) -> None:
+
+class _Network(nn.Module):
+    """RLScheduler's kernel network: the same weights score every observed job.
+
+    With ``residual`` the score is a linear skip over the features plus the network's,
+    the skip starting as the heuristic's ranking (``prior_weight`` logits per e-fold of
+    request or wait) and the network's last layer at zero: the untrained greedy policy is
+    the heuristic exactly, and training learns a correction to it.
+    """
+
+    def __init__(
+        self, hidden: int, residual: Residual | None = None, prior_weight: float = 4.0
+    ) -> None:
         super().__init__()
         self.score = nn.Sequential(
             nn.Linear(_FEATURES, hidden),
@@ -226,10 +241,24 @@ class _Network(nn.Module):
             nn.ReLU(),
             nn.Linear(hidden // 2, 1),
         )
+        self.prior: nn.Linear | None = None
+        if residual is not None:
+            self.prior = nn.Linear(_FEATURES, 1, bias=False)
+            feature, sign = _PRIOR_FEATURE[residual]
+            with torch.no_grad():
+                self.prior.weight.zero_()
+                # features are log1p(.) / 12: 12 * prior_weight logits per unit
+                self.prior.weight[0, feature] = sign * 12.0 * prior_weight
+                last = self.score[-1]
+                assert isinstance(last, nn.Linear)
+                last.weight.zero_()
+                last.bias.zero_()
 
     def logits(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = self.score(x).squeeze(-1).masked_fill(~mask, -1e9)
-        return out
+        out: torch.Tensor = self.score(x).squeeze(-1)
+        if self.prior is not None:
+            out = out + self.prior(x).squeeze(-1)
+        return out.masked_fill(~mask, -1e9)
 
 
 class _Scorer:
@@ -244,6 +273,9 @@ class _Scorer:
         self.weights = [
             (m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy()) for m in layers
         ]
+        self.prior = None
+        if network.prior is not None:
+            self.prior = network.prior.weight.detach().numpy()[0].copy()
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         h = x
@@ -253,6 +285,8 @@ class _Scorer:
             if i < last:
                 h = np.maximum(h, 0)
         out: np.ndarray = h[:, 0]
+        if self.prior is not None:
+            out = out + x @ self.prior
         return out
 
 
@@ -285,12 +319,31 @@ class PPOSettings(BaseModel):
         "training source), so that every seed starts from it; None: random weights",
     )
     imitation_steps: int = Field(default=200, ge=1)
+    residual: Residual | None = Field(
+        default=None,
+        description="Heuristic the policy starts as exactly and learns a correction to (a "
+        "linear skip with the heuristic's ranking plus the network, its last layer at zero); "
+        "None: the network alone",
+    )
+    prior_weight: float = Field(
+        default=4.0,
+        gt=0,
+        description="The residual start's logits per e-fold of request (SJF) or wait (FCFS)",
+    )
     validation_windows: int = Field(
         default=4, ge=0, description="Training-source windows that pick the kept epoch (0: last)"
     )
     validation_jobs: int = Field(default=1024, ge=16, description="Jobs per validation window")
     validate_every: int = Field(default=5, ge=1)
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _one_start(self) -> PPOSettings:
+        if self.imitate is not None and self.residual is not None:
+            raise ValueError(
+                f"imitate={self.imitate!r} and residual={self.residual!r}: choose one start"
+            )
+        return self
 
 
 class PPOPolicy:
@@ -434,13 +487,13 @@ def train_ppo(jobs: Sequence, settings: PPOSettings | None = None) -> tuple[PPOP
     validation = _validation_windows(jobs, s)
     with torch.random.fork_rng(devices=[]), one_thread():
         torch.manual_seed(s.seed)
-        network = _Network(s.hidden)
+        network = _Network(s.hidden, s.residual, s.prior_weight)
         history: list[float] = []
         scores: list[tuple[int, float]] = []
         best: tuple[float, int, dict[str, torch.Tensor]] | None = None
-        if s.imitate is not None:
+        if s.imitate is not None or s.residual is not None:
             _imitate(network, jobs, s, rng)
-            if validation:
+            if validation:  # the start is a candidate: "epoch 0"
                 score = float(np.mean([policy_bsld(w, PPOPolicy(network)) for w in validation]))
                 network.train()
                 scores.append((0, score))

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from knowledge_base.errors import InvalidInputError
 from simulations.engine import EASY, SHORTEST, simulate_arrays
 from simulations.learned.ppo import PPOSettings, Sequence, heuristic_bsld, policy_bsld, train_ppo
 from simulations.learned.train import JobArrays, TrainingSettings, train_policy
@@ -39,7 +40,7 @@ from simulations.synth.columns import JobTable, Trace, read_trace
 from simulations.synth.generator import generate
 from simulations.synth.model_files import fit_model, load_model, save_model
 
-__all__ = ["Row", "main"]
+__all__ = ["Row", "held_out_windows", "main", "window_count"]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,35 @@ def _priority_bsld(seq: Sequence, policy: object) -> float:
     return jobs.mean_bsld(policy)  # type: ignore[arg-type]
 
 
+def window_count(text: str) -> int | None:
+    """``--windows``: a number of sequences, or None for 'all'."""
+    if text == "all":
+        return None
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number or 'all', not {text!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 sequence, not {count}")
+    return count
+
+
+def held_out_windows(seq: Sequence, count: int | None) -> list[tuple[int, Sequence]]:
+    """(first job, sequence) of ``count`` 1,024-job sequences of ``seq`` at fixed random
+    places (the same for every run), or, with None, every consecutive one (the tail
+    shorter than a sequence left out)."""
+    n = seq.submit_s.size
+    if n <= _EVAL_JOBS:
+        raise InvalidInputError(
+            f"the test trace has {n} jobs, no more than one sequence", field="jobs", value=n
+        )
+    if count is None:
+        places = np.arange(0, n - _EVAL_JOBS + 1, _EVAL_JOBS)
+    else:
+        places = np.random.default_rng(1234).integers(0, n - _EVAL_JOBS, count)
+    return [(int(b), seq.window(int(b), _EVAL_JOBS)) for b in places]
+
+
 def _parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -115,7 +145,13 @@ def _parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--trace", type=Path, default=_TRACE)
     parser.add_argument("--split", type=float, default=0.7)
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--windows", type=int, default=8, help="Held-out 1,024-job sequences")
+    parser.add_argument(
+        "--windows",
+        type=window_count,
+        default=8,
+        help="Held-out 1,024-job sequences at fixed random places (default 8), or 'all': "
+        "the held-out part cut into consecutive sequences",
+    )
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument(
         "--sources",
@@ -182,9 +218,15 @@ def _parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--imitate",
         choices=["SJF", "F1", "FCFS", "none"],
-        default=_START,
-        help=f"PPO starts from a copy of this heuristic (behaviour cloning; default {_START}); "
-        "'none': from random weights",
+        help=f"PPO starts from a copy of this heuristic (behaviour cloning; default {_START} "
+        "unless --residual); 'none': from random weights",
+    )
+    parser.add_argument(
+        "--residual",
+        choices=["SJF", "FCFS", "none"],
+        default="none",
+        help="PPO starts as this heuristic exactly and learns a correction to its ranking "
+        "(instead of a clone)",
     )
     parser.add_argument(
         "--save-policies",
@@ -196,6 +238,9 @@ def _parser(prog: str | None = None) -> argparse.ArgumentParser:
 
 
 def _ppo_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> PPOSettings:
+    residual = None if args.residual == "none" else args.residual
+    if args.imitate is None:
+        args.imitate = "none" if residual else _START
     try:
         return PPOSettings(
             epochs=args.ppo_epochs,
@@ -205,9 +250,16 @@ def _ppo_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             entropy=args.entropy,
             baseline=None if args.baseline == "none" else args.baseline,
             imitate=None if args.imitate == "none" else args.imitate,
+            residual=residual,
         )
     except ValidationError as e:
         parser.error(str(e))
+
+
+def _start(ppo: PPOSettings) -> str:
+    if ppo.residual is not None:
+        return f"{ppo.residual} exactly (residual)"
+    return ppo.imitate or "random"
 
 
 def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
@@ -228,8 +280,7 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
     test_table = trace.table.take(slice(n_train, None))
     test = _sequence(test_table, machine)
     users = test_table.user.astype(np.int64)
-    places = np.random.default_rng(1234).integers(0, len(test_table) - _EVAL_JOBS, args.windows)
-    windows = [(test.window(int(b), _EVAL_JOBS), users[b : b + _EVAL_JOBS]) for b in places]
+    windows = [(w, users[b : b + _EVAL_JOBS]) for b, w in held_out_windows(test, args.windows)]
     rows: list[Row] = []
 
     def add(
@@ -316,11 +367,11 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
         print(json.dumps([r.model_dump() for r in rows], indent=1))
         return 0
     print(
-        f"# {trace.name}: train on jobs 1-{n_train:,}, evaluate on {args.windows} sequences of "
+        f"# {trace.name}: train on jobs 1-{n_train:,}, evaluate on {len(windows)} sequences of "
         f"{_EVAL_JOBS} held-out jobs (EASY backfilling); PPO {args.ppo_epochs} epochs x "
         f"{args.trajectories} sequences of 256 ({ppo.updates} steps each, lr "
         f"{ppo.learning_rate:g}, entropy {ppo.entropy:g}), reward vs {ppo.baseline or '-'}, "
-        f"start {ppo.imitate or 'random'}; "
+        f"start {_start(ppo)}; "
         f"seeds {args.first_seed}..{args.first_seed + args.seeds - 1}"
     )
     print(f"{'scheduler':<24} {'trained on':<19} {'seed':>4} {'train s':>8} {'held-out bsld':>14}")

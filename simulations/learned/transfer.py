@@ -29,8 +29,14 @@ import torch
 from pydantic import BaseModel, ConfigDict
 
 from knowledge_base.errors import InvalidInputError
-from simulations.learned.ppo import PPOPolicy, Sequence, _Network, heuristic_bsld, policy_bsld
-from simulations.learned.rl_experiment import _EVAL_JOBS, _TRACE, _sequence
+from simulations.learned.ppo import PPOPolicy, _Network, heuristic_bsld, policy_bsld
+from simulations.learned.rl_experiment import (
+    _EVAL_JOBS,
+    _TRACE,
+    _sequence,
+    held_out_windows,
+    window_count,
+)
 from simulations.synth.columns import read_trace
 from simulations.synth.generator import generate
 from simulations.synth.model_files import load_model
@@ -42,8 +48,11 @@ _TEST_SEED = 10_000  # the experiment's seeds sample synthetic traces 0, 1, ...
 
 
 def load_policy(path: Path, hidden: int = 32) -> PPOPolicy:
-    network = _Network(hidden)
-    network.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    # A residual start's file carries its skip ("prior.weight"); the heuristic it started
+    # from only set the skip's first values, which the file holds.
+    network = _Network(hidden, residual="SJF" if "prior.weight" in state else None)
+    network.load_state_dict(state)
     return PPOPolicy(network)
 
 
@@ -86,16 +95,6 @@ def compare_windows(policy: list[float], heuristic: list[float]) -> WindowCompar
     )
 
 
-def _windows(seq: Sequence, count: int) -> list[Sequence]:
-    n = seq.submit_s.size
-    if n <= _EVAL_JOBS:
-        raise InvalidInputError(
-            f"the test trace has {n} jobs, no more than one sequence", field="jobs", value=n
-        )
-    places = np.random.default_rng(1234).integers(0, n - _EVAL_JOBS, count)
-    return [seq.window(int(b), _EVAL_JOBS) for b in places]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -104,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generator-file", type=Path, required=True)
     parser.add_argument("--trace", type=Path, default=_TRACE)
     parser.add_argument("--split", type=float, default=0.7)
-    parser.add_argument("--windows", type=int, default=8)
+    parser.add_argument(
+        "--windows", type=window_count, default=8, help="A number of sequences, or 'all'"
+    )
     parser.add_argument("--synthetic-jobs", type=int, default=12000)
     args = parser.parse_args(argv)
     files: list[tuple[str, int, Path]] = []
@@ -118,12 +119,14 @@ def main(argv: list[str] | None = None) -> int:
     trace = read_trace(args.trace)
     machine = trace.machine_procs
     n_train = int(len(trace.table) * args.split)
-    real = _windows(_sequence(trace.table.take(slice(n_train, None)), machine), args.windows)
+    test = _sequence(trace.table.take(slice(n_train, None)), machine)
+    real = [w for _, w in held_out_windows(test, args.windows)]
     sample = generate(load_model(args.generator_file), args.synthetic_jobs, seed=_TEST_SEED)
-    synthetic = _windows(_sequence(sample.table, machine), args.windows)
+    synthetic = [w for _, w in held_out_windows(_sequence(sample.table, machine), args.windows)]
 
     print(
-        f"# mean bsld over {args.windows} sequences of {_EVAL_JOBS} jobs: real = held-out "
+        f"# mean bsld over {len(real)} real and {len(synthetic)} synthetic sequences of "
+        f"{_EVAL_JOBS} jobs: real = held-out "
         f"{trace.name} (jobs {n_train + 1:,}-), synthetic = the model's trace seed {_TEST_SEED}"
     )
     print(f"{'scheduler':<10} {'trained on':<10} {'seed':>4} {'on real':>9} {'on synthetic':>13}")
@@ -151,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(
         f"# per held-out real sequence: mean log(bsld PPO / bsld heuristic) +- standard "
-        f"error, sequences where PPO is lower (of {args.windows})"
+        f"error, sequences where PPO is lower (of {len(real)})"
     )
     print(f"{'trained on':<10} {'seed':>4} {'vs SJF':>16} {'lower':>5} {'vs F1':>16} {'lower':>5}")
     for source, seed, on_each in policies_per_window:

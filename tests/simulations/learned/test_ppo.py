@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from pydantic import ValidationError
 
 from knowledge_base.errors import InvalidInputError
 from simulations.engine import EASY, simulate_arrays
@@ -15,6 +16,7 @@ from simulations.learned import rl_experiment
 from simulations.learned.ppo import (
     HEURISTICS,
     MAX_OBSERVED,
+    PPOPolicy,
     PPOSettings,
     Sequence,
     _features,
@@ -229,3 +231,81 @@ def test_a_comparison_names_what_it_cannot_use(
     with pytest.raises(InvalidInputError) as e:
         compare_windows(policy, heuristic)
     assert e.value.field == field
+
+
+@pytest.mark.parametrize(("residual", "rank"), [("SJF", "req_s"), ("FCFS", "submit_s")])
+def test_a_residual_start_is_its_heuristic_exactly(kth: Sequence, residual: str, rank: str) -> None:
+    # Every decision of 1,024 jobs where the observed jobs differ in the heuristic's
+    # score: the untrained policy picks the heuristic's job (a clone agrees on 0.77-0.92).
+    torch.manual_seed(3)
+    policy = PPOPolicy(_Network(32, residual=residual))  # type: ignore[arg-type]
+    checked = 0
+
+    def heuristic(seq: Sequence, queue: list[int], t: int, free: int) -> int:
+        nonlocal checked
+        values = getattr(seq, rank)[np.asarray(queue[:MAX_OBSERVED])]
+        choice = int(np.argmin(values))
+        if np.unique(values).size > 1:
+            checked += 1
+            assert policy.choose(seq, queue, t, free) == choice
+        return choice
+
+    _run(kth.window(9000, 1024), heuristic)
+    assert checked > 50  # SJF 100-odd, FCFS 72
+
+
+def test_a_residual_start_learns_a_correction_and_loads_again(
+    kth: Sequence, tmp_path: Path
+) -> None:
+    settings = PPOSettings(
+        epochs=2, trajectories=4, sequence_jobs=128, validation_windows=0, residual="SJF"
+    )
+    policy, _ = train_ppo(kth.window(0, 2000), settings)
+    last = policy.network.score[-1]
+    assert isinstance(last, torch.nn.Linear)
+    assert float(last.weight.abs().sum()) > 0  # the network's part moved off zero
+    torch.save(policy.network.state_dict(), tmp_path / "ppo-real-0.pt")
+    again = load_policy(tmp_path / "ppo-real-0.pt")
+    seq = kth.window(3000, 256)
+    np.testing.assert_array_equal(_run(seq, policy.choose), _run(seq, again.choose))
+
+
+def test_one_start_only() -> None:
+    with pytest.raises(ValidationError) as e:
+        PPOSettings(imitate="SJF", residual="SJF")
+    assert "imitate='SJF' and residual='SJF'" in str(e.value)
+
+
+def test_the_experiment_starts_exactly_when_told() -> None:
+    parser = rl_experiment._parser()
+    exact = rl_experiment._ppo_settings(parser.parse_args(["--residual", "SJF"]), parser)
+    assert (exact.imitate, exact.residual) == (None, "SJF")
+    assert rl_experiment._start(exact) == "SJF exactly (residual)"
+    with pytest.raises(SystemExit):
+        rl_experiment._ppo_settings(
+            parser.parse_args(["--residual", "SJF", "--imitate", "FCFS"]), parser
+        )
+
+
+def test_all_held_out_windows_tile_the_test_part(kth: Sequence) -> None:
+    test = kth.window(0, 5000)
+    tiles = rl_experiment.held_out_windows(test, None)
+    assert [b for b, _ in tiles] == [0, 1024, 2048, 3072]  # 904 jobs left: no sequence
+    assert all(w.submit_s.size == 1024 for _, w in tiles)
+    drawn = rl_experiment.held_out_windows(test, 3)
+    assert [b for b, _ in drawn] == [b for b, _ in rl_experiment.held_out_windows(test, 3)]
+    assert len(drawn) == 3
+    with pytest.raises(InvalidInputError) as e:
+        rl_experiment.held_out_windows(kth.window(0, 1024), None)
+    assert (e.value.field, e.value.value) == ("jobs", 1024)
+
+
+@pytest.mark.parametrize(("text", "message"), [("0", "at least 1"), ("some", "a number or")])
+def test_the_window_count_names_what_is_wrong(
+    text: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        rl_experiment._parser().parse_args(["--windows", text])
+    err = capsys.readouterr().err
+    assert "--windows" in err and message in err
+    assert rl_experiment._parser().parse_args(["--windows", "all"]).windows is None
