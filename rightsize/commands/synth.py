@@ -306,8 +306,8 @@ def schedulers_command(
     windows: str | None = typer.Option(
         None,
         "--windows",
-        help="Held-out sequences of 1,024 jobs (default 8), or 'all': the held-out part cut "
-        "into consecutive sequences",
+        help="Held-out sequences of 1,024 jobs at fixed random places, or 'all' (default): "
+        "the held-out part cut into consecutive sequences",
     ),
     sources: str | None = typer.Option(
         None, "--sources", help="real, synthetic or both, comma-separated (default both)"
@@ -331,7 +331,13 @@ def schedulers_command(
         None,
         "--residual",
         help="SJF, FCFS or none: PPO starts as this heuristic exactly and learns a "
-        "correction (instead of a clone)",
+        "correction (default SJF unless --imitate)",
+    ),
+    validation_share: float | None = typer.Option(
+        None,
+        "--validation-share",
+        help="Share of each training source's last jobs PPO validates on, never trains on "
+        "(default 0.2)",
     ),
     cem_generations: int | None = typer.Option(
         None, "--cem-generations", help="0: no learned priority (default 10)"
@@ -372,6 +378,7 @@ def schedulers_command(
         "--baseline": baseline,
         "--imitate": imitate,
         "--residual": residual,
+        "--validation-share": validation_share,
         "--cem-generations": cem_generations,
         "--generator-epochs": generator_epochs,
         "--generator-file": generator_file,

@@ -334,6 +334,13 @@ class PPOSettings(BaseModel):
         default=4, ge=0, description="Training-source windows that pick the kept epoch (0: last)"
     )
     validation_jobs: int = Field(default=1024, ge=16, description="Jobs per validation window")
+    validation_share: float = Field(
+        default=0.0,
+        ge=0,
+        lt=0.5,
+        description="Share of the source's last jobs kept out of training, where the "
+        "validation windows are drawn (0: from the whole source, which training replays too)",
+    )
     validate_every: int = Field(default=5, ge=1)
     seed: int = 0
 
@@ -471,20 +478,33 @@ def train_ppo(jobs: Sequence, settings: PPOSettings | None = None) -> tuple[PPOP
     ``updates`` clipped PPO steps over the batch; the learning rate and entropy bonus
     fall linearly to 0 by the last epoch. Every ``validate_every`` epochs (and after the
     last) the greedy policy replays ``validation_windows`` fixed windows of
-    ``validation_jobs`` jobs of the same source; the weights with the lowest mean bsld
-    there are returned. Deterministic for a seed.
+    ``validation_jobs`` jobs of the same source (with ``validation_share``, of its last
+    jobs, which training never replays); the weights with the lowest mean bsld there are
+    returned. Deterministic for a seed.
     """
     s = settings or PPOSettings()
-    n = jobs.submit_s.size
+    total = jobs.submit_s.size
+    kept_out = int(total * s.validation_share)
+    n = total - kept_out
     if n < s.sequence_jobs:
         raise InvalidInputError(
-            f"the training trace has {n} jobs, fewer than one sequence",
+            f"the training trace has {n} jobs to train on, fewer than one sequence",
             field="sequence_jobs",
             value=s.sequence_jobs,
         )
     began = time.perf_counter()
     rng = np.random.default_rng(s.seed)
-    validation = _validation_windows(jobs, s)
+    if kept_out:
+        if kept_out < 16:
+            raise InvalidInputError(
+                f"{kept_out} of {total} jobs kept out: too few to validate on",
+                field="validation_share",
+                value=s.validation_share,
+            )
+        validation = _validation_windows(jobs.window(n, kept_out), s)
+        jobs = jobs.window(0, n)
+    else:
+        validation = _validation_windows(jobs, s)
     with torch.random.fork_rng(devices=[]), one_thread():
         torch.manual_seed(s.seed)
         network = _Network(s.hidden, s.residual, s.prior_weight)

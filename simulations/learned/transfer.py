@@ -104,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", type=Path, default=_TRACE)
     parser.add_argument("--split", type=float, default=0.7)
     parser.add_argument(
-        "--windows", type=window_count, default=8, help="A number of sequences, or 'all'"
+        "--windows",
+        type=window_count,
+        default=None,
+        help="A number of sequences at fixed random places, or 'all' (the default)",
     )
     parser.add_argument("--synthetic-jobs", type=int, default=12000)
     args = parser.parse_args(argv)

@@ -164,14 +164,18 @@ def test_the_experiment_names_a_bad_source(capsys: pytest.CaptureFixture[str]) -
     assert "--sources" in capsys.readouterr().err
 
 
-def test_the_experiment_starts_from_sjf_unless_told_otherwise() -> None:
+def test_the_experiment_starts_as_sjf_unless_told_otherwise() -> None:
     parser = rl_experiment._parser()
     default = rl_experiment._ppo_settings(parser.parse_args([]), parser)
-    assert (default.imitate, default.epochs) == ("SJF", 20)
+    assert (default.residual, default.imitate, default.epochs) == ("SJF", None, 20)
+    assert default.validation_share == 0.2
+    assert parser.parse_args([]).windows is None  # every held-out sequence
+    clone = rl_experiment._ppo_settings(parser.parse_args(["--imitate", "SJF"]), parser)
+    assert (clone.residual, clone.imitate) == (None, "SJF")
     random = rl_experiment._ppo_settings(
         parser.parse_args(["--imitate", "none", "--ppo-epochs", "40"]), parser
     )
-    assert (random.imitate, random.epochs) == (None, 40)
+    assert (random.residual, random.imitate, random.epochs) == (None, None, 40)
 
 
 def test_the_experiment_names_a_bad_training_setting(capsys: pytest.CaptureFixture[str]) -> None:
@@ -309,3 +313,38 @@ def test_the_window_count_names_what_is_wrong(
     err = capsys.readouterr().err
     assert "--windows" in err and message in err
     assert rl_experiment._parser().parse_args(["--windows", "all"]).windows is None
+
+
+def test_validation_can_be_kept_apart_from_training(
+    kth: Sequence, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from simulations.learned import ppo
+
+    seen: list[Sequence] = []
+    replayed: list[int] = []
+    real_windows, real_window = ppo._validation_windows, Sequence.window
+
+    def validation(jobs: Sequence, s: PPOSettings) -> list[Sequence]:
+        seen.append(jobs)
+        return real_windows(jobs, s)
+
+    def window(self: Sequence, begin: int, jobs: int) -> Sequence:
+        replayed.append(self.submit_s.size)
+        return real_window(self, begin, jobs)
+
+    monkeypatch.setattr(ppo, "_validation_windows", validation)
+    jobs = kth.window(0, 1000)
+    settings = PPOSettings(
+        epochs=1, trajectories=2, sequence_jobs=64, validation_jobs=64, validation_share=0.25
+    )
+    monkeypatch.setattr(Sequence, "window", window)
+    train_ppo(jobs, settings)
+    np.testing.assert_array_equal(seen[0].run_s, jobs.run_s[750:])
+    # training windows are cut from the first 750 jobs only (and validation's from 250)
+    assert set(replayed) == {1000, 750, 250}
+    with pytest.raises(InvalidInputError) as e:
+        train_ppo(jobs, settings.model_copy(update={"sequence_jobs": 800}))
+    assert e.value.field == "sequence_jobs"
+    with pytest.raises(InvalidInputError) as e:
+        train_ppo(kth.window(0, 100), settings.model_copy(update={"validation_share": 0.1}))
+    assert (e.value.field, e.value.value) == ("validation_share", 0.1)
