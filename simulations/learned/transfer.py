@@ -19,9 +19,11 @@ one sequence carrying it.
 from __future__ import annotations
 
 import argparse
+import pickle
 import re
 import statistics
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -48,11 +50,34 @@ _TEST_SEED = 10_000  # the experiment's seeds sample synthetic traces 0, 1, ...
 
 
 def load_policy(path: Path, hidden: int = 32) -> PPOPolicy:
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    """The PPO network ``rl_experiment --save-policies`` wrote to ``path``."""
+    source = str(path)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile, OSError) as error:
+        raise InvalidInputError(
+            f"not a PPO policy file (torch.load failed: {str(error)[:200]})",
+            source=source,
+            field="policy",
+        ) from error
+    if not isinstance(state, dict):
+        raise InvalidInputError(
+            "not a PPO policy file: expected a network's weights",
+            source=source,
+            field="policy",
+            value=type(state).__name__,
+        )
     # A residual start's file carries its skip ("prior.weight"); the heuristic it started
     # from only set the skip's first values, which the file holds.
     network = _Network(hidden, residual="SJF" if "prior.weight" in state else None)
-    network.load_state_dict(state)
+    try:
+        network.load_state_dict(state)
+    except RuntimeError as error:  # missing, unexpected or misshapen weights
+        raise InvalidInputError(
+            f"not this PPO network's weights: {str(error)[:200]}",
+            source=source,
+            field="policy",
+        ) from error
     return PPOPolicy(network)
 
 

@@ -348,3 +348,25 @@ def test_validation_can_be_kept_apart_from_training(
     with pytest.raises(InvalidInputError) as e:
         train_ppo(kth.window(0, 100), settings.model_copy(update={"validation_share": 0.1}))
     assert (e.value.field, e.value.value) == ("validation_share", 0.1)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"not a torch file", "torch.load failed"),
+        (None, "expected a network's weights"),  # a tensor, not a state dict
+        ({"score.0.weight": torch.zeros(3, 3)}, "not this PPO network's weights"),
+    ],
+)
+def test_a_broken_policy_file_is_named(
+    tmp_path: Path, content: bytes | dict[str, torch.Tensor] | None, message: str
+) -> None:
+    path = tmp_path / "ppo-real-0.pt"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        torch.save(torch.zeros(2) if content is None else content, path)
+    with pytest.raises(InvalidInputError) as e:
+        load_policy(path)
+    assert (e.value.field, e.value.source) == ("policy", str(path))
+    assert message in str(e.value)
