@@ -4,6 +4,15 @@
     python benchmarks/synth.py --traces all [--models sequence copula] [--max-jobs 20000]
         [--seeds 1] [--sequence-epochs 8] [--report DIR]
 
+    python benchmarks/synth.py --schedulers [--traces NAME ...|all] [--seeds 5]
+        [--generator-dir DIR] [--report DIR]
+
+The third form (issue #21, seed 003's question) trains PPO on each trace's real training
+part and on the sequence model's synthetic traces (``rl_experiment``'s protocol and
+defaults), seed by seed, and prints one line per trace: heuristics and both sources'
+held-out bsld, how many seeds kept their start, the gap between the medians and the
+paired gap (``schedulers.png`` and each trace's rows as JSON under ``--report``).
+
 The second form (issue #21) is one table over every shared trace (ALCF-Theta included):
 per trace and model, the column KS, EASY bsld against the real trace's, and the fidelity
 that sees time (hour-of-day and day-of-week arrival TV, autocorrelation differences,
@@ -39,6 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from simulations.learned import rl_experiment, scheduler_table
 from simulations.synth.columns import COLUMNS, read_trace
 from simulations.synth.fidelity import evaluate
 from simulations.synth.generator import (
@@ -192,6 +202,61 @@ def _traces_table(args: argparse.Namespace) -> int:
     return 0
 
 
+SCHEDULER_TRACES = (
+    "SDSC-SP2-1998-4.2-cln.swf.gz",
+    "KTH-SP2-1996-2.1-cln.swf.gz",
+    "CTC-SP2-1996-3.1-cln.swf.gz",
+    "HPC2N-2002-2.2-cln.swf.gz",
+)
+
+
+def _schedulers_table(args: argparse.Namespace) -> int:
+    """Seed 003's question per trace: PPO trained on real vs synthetic, held-out real."""
+    if args.traces in (None, ["all"]):
+        names: tuple[str, ...] = SHARED_TRACES if args.traces else SCHEDULER_TRACES
+    else:
+        names = tuple(args.traces)
+    paths = [TRACES / name if "/" not in name else Path(name) for name in names]
+    if not args.json:
+        print(
+            f"# {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; PPO seeds "
+            f"0..{args.seeds - 1} per source, {args.synthetic_jobs:,} synthetic jobs a seed, "
+            f"rl_experiment's defaults otherwise; target: median gap within "
+            f"{scheduler_table.TARGET:.0%}",
+            flush=True,
+        )
+    rows = []
+    for path in paths:
+        argv = [
+            "--trace", str(path),
+            "--seeds", str(args.seeds),
+            "--cem-generations", "0",
+            "--synthetic-jobs", str(args.synthetic_jobs),
+            "--generator-epochs", str(args.generator_epochs),
+        ]  # fmt: skip
+        if args.generator_dir is not None:
+            args.generator_dir.mkdir(parents=True, exist_ok=True)
+            argv += ["--generator-file", str(args.generator_dir / f"{path.name}-seq.pt")]
+        else:
+            argv.append("--fit-generator-once")
+        began = time.perf_counter()
+        result = rl_experiment.experiment(argv)
+        print(f"# {path.name}: {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
+        if args.report is not None:
+            args.report.mkdir(parents=True, exist_ok=True)
+            (args.report / f"{path.name}-schedulers.json").write_text(
+                result.model_dump_json(indent=1)
+            )
+        rows.append(scheduler_table.summarize(result))
+    if args.report is not None:
+        scheduler_table.plot(rows, args.report / "schedulers.png")
+    if args.json:
+        print(json.dumps([r.model_dump() for r in rows], indent=1))
+    else:
+        print("\n".join(scheduler_table.table_lines(rows)))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -210,7 +275,26 @@ def main() -> int:
     parser.add_argument(
         "--fit-seeds", type=int, default=1, help="with --traces: fits per trace and model"
     )
+    parser.add_argument(
+        "--schedulers",
+        action="store_true",
+        help="PPO trained on real vs synthetic per trace (--traces: default SDSC-SP2, KTH-SP2, "
+        "CTC-SP2, HPC2N; 'all': the six)",
+    )
+    parser.add_argument("--synthetic-jobs", type=int, default=12_000, help="with --schedulers")
+    parser.add_argument(
+        "--generator-epochs", type=int, default=10, help="with --schedulers: sequence model's"
+    )
+    parser.add_argument(
+        "--generator-dir",
+        type=Path,
+        default=None,
+        help="with --schedulers: each trace's sequence model is loaded from here, or fitted "
+        "once and saved here",
+    )
     args = parser.parse_args()
+    if args.schedulers:
+        return _schedulers_table(args)
     if args.traces:
         if args.models == ["copula", "tvae"]:
             args.models = ["sequence", "copula"]

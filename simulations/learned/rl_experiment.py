@@ -43,7 +43,16 @@ from simulations.synth.columns import JobTable, Trace, read_trace
 from simulations.synth.generator import generate
 from simulations.synth.model_files import fit_model, load_model, save_model
 
-__all__ = ["Row", "held_out_windows", "main", "window_count"]
+__all__ = [
+    "Experiment",
+    "Row",
+    "experiment",
+    "held_out_windows",
+    "main",
+    "report",
+    "run",
+    "window_count",
+]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +84,26 @@ class Row(BaseModel):
     training_seconds: float
     held_out_bsld: float  # mean over the evaluation sequences
     per_sequence: list[float]
+    kept_epoch: int | None = None  # PPO: the epoch whose weights it kept (0: the start)
+
+
+class Experiment(BaseModel):
+    """One trace's experiment: every scheduler's row, and what was run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trace: str
+    description: str  # the table's first line: split, windows, PPO settings, seeds
+    rows: list[Row]
+
+    def held_out(self, scheduler: str, trained_on: str = "-") -> list[float]:
+        """Held-out bsld of ``scheduler`` trained on ``trained_on`` ('-': a heuristic), by
+        seed."""
+        return [
+            r.held_out_bsld
+            for r in self.rows
+            if r.scheduler == scheduler and r.trained_on == trained_on
+        ]
 
 
 def _sequence(table: JobTable, machine: int) -> Sequence:
@@ -283,13 +312,28 @@ def _start(ppo: PPOSettings) -> str:
     return ppo.imitate or "random"
 
 
+def experiment(argv: list[str], *, prog: str | None = None) -> Experiment:
+    """The experiment the command line ``argv`` asks for (errors exit as argparse's do)."""
+    parser = _parser(prog)
+    return run(parser.parse_args(argv), parser)
+
+
 def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
     """The experiment on ``argv`` (the command line's when None); ``prog``: the name its
     help and errors give the command (``rightsize synth schedulers``)."""
     parser = _parser(prog)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    result = run(args, parser)
+    if args.json:
+        print(json.dumps([r.model_dump() for r in result.rows], indent=1))
+        return 0
+    print("\n".join(report(result)))
+    return 0
 
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Experiment:
+    """Every scheduler of the experiment ``args`` describes (``parser`` reports errors)."""
     wanted = {w.strip() for w in args.sources.split(",") if w.strip()}
     if not wanted or not wanted <= {"real", "synthetic"}:
         parser.error(f"--sources: use real and/or synthetic, not {args.sources!r}")
@@ -305,7 +349,12 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
     rows: list[Row] = []
 
     def add(
-        scheduler: str, trained_on: str, seed: int, seconds: float, values: list[float]
+        scheduler: str,
+        trained_on: str,
+        seed: int,
+        seconds: float,
+        values: list[float],
+        kept_epoch: int | None = None,
     ) -> None:
         rows.append(
             Row(
@@ -315,6 +364,7 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
                 training_seconds=seconds,
                 held_out_bsld=float(np.mean(values)),
                 per_sequence=[round(v, 3) for v in values],
+                kept_epoch=kept_epoch,
             )
         )
         log.info(
@@ -352,7 +402,8 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
             sources["synthetic sequence"] = _sequence(synthetic, machine)
         for label, jobs in sources.items():
             policy, trained = train_ppo(jobs, ppo.model_copy(update={"seed": seed}))
-            add("PPO", label, seed, trained.seconds, [policy_bsld(w, policy) for w, _ in windows])
+            held_out = [policy_bsld(w, policy) for w, _ in windows]
+            add("PPO", label, seed, trained.seconds, held_out, trained.kept_epoch)
             if args.save_policies is not None:
                 args.save_policies.mkdir(parents=True, exist_ok=True)
                 name = f"ppo-{label.split()[0]}-{seed}.pt"
@@ -384,39 +435,43 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
                 time.perf_counter() - began,
                 [_priority_bsld(w, cem.policy) for w, _ in windows],
             )
-    if args.json:
-        print(json.dumps([r.model_dump() for r in rows], indent=1))
-        return 0
-    print(
-        f"# {trace.name}: train on jobs 1-{n_train:,}, evaluate on {len(windows)} sequences of "
-        f"{_EVAL_JOBS} held-out jobs (EASY backfilling); PPO {args.ppo_epochs} epochs x "
-        f"{args.trajectories} sequences of 256 ({ppo.updates} steps each, lr "
+    return Experiment(
+        trace=trace.name,
+        description=f"# {trace.name}: train on jobs 1-{n_train:,}, evaluate on {len(windows)} "
+        f"sequences of {_EVAL_JOBS} held-out jobs (EASY backfilling); PPO {args.ppo_epochs} "
+        f"epochs x {args.trajectories} sequences of 256 ({ppo.updates} steps each, lr "
         f"{ppo.learning_rate:g}, entropy {ppo.entropy:g}), reward vs {ppo.baseline or '-'}, "
         f"start {_start(ppo)}; "
-        f"seeds {args.first_seed}..{args.first_seed + args.seeds - 1}"
+        f"seeds {args.first_seed}..{args.first_seed + args.seeds - 1}",
+        rows=rows,
     )
-    print(f"{'scheduler':<24} {'trained on':<19} {'seed':>4} {'train s':>8} {'held-out bsld':>14}")
-    for r in rows:
-        print(
+
+
+def report(result: Experiment) -> list[str]:
+    """The experiment's table and medians, as the command prints them."""
+    lines = [result.description]
+    lines.append(
+        f"{'scheduler':<24} {'trained on':<19} {'seed':>4} {'train s':>8} {'held-out bsld':>14}"
+    )
+    for r in result.rows:
+        lines.append(
             f"{r.scheduler:<24} {r.trained_on:<19} {r.seed if r.seed >= 0 else '-':>4} "
             f"{r.training_seconds:>8.0f} {r.held_out_bsld:>14.2f}"
         )
     for scheduler in ("PPO", "learned priority (CEM)"):
         medians = {}
         for label in ("real", "synthetic sequence"):
-            values = [
-                r.held_out_bsld for r in rows if r.scheduler == scheduler and r.trained_on == label
-            ]
+            values = result.held_out(scheduler, label)
             if values:
                 medians[label] = statistics.median(values)
-                print(
+                lines.append(
                     f"{scheduler} trained on {label}: median {medians[label]:.2f} "
                     f"(range {min(values):.2f}-{max(values):.2f}, {len(values)} seeds)"
                 )
         if len(medians) == 2:
             gap = medians["synthetic sequence"] / medians["real"] - 1
-            print(f"{scheduler}: synthetic-trained vs real-trained median {gap:+.1%}")
-    return 0
+            lines.append(f"{scheduler}: synthetic-trained vs real-trained median {gap:+.1%}")
+    return lines
 
 
 if __name__ == "__main__":
