@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import statistics
@@ -212,6 +213,8 @@ SCHEDULER_TRACES = (
 
 def _schedulers_table(args: argparse.Namespace) -> int:
     """Seed 003's question per trace: PPO trained on real vs synthetic, held-out real."""
+    # each scheduler's result as it comes (minutes a trace)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     if args.traces in (None, ["all"]):
         names: tuple[str, ...] = SHARED_TRACES if args.traces else SCHEDULER_TRACES
     else:

@@ -67,9 +67,9 @@ _EVAL_JOBS = 1024
 # Every seed starts as SJF exactly (the residual start) and fine-tunes for 20 epochs,
 # validating on the last fifth of its training source, which it never trains on. The SJF
 # clone (and 20 epochs) cut SDSC-SP2's held-out spread from 31.6-92.6 (random start) to
-# 48.4-55.3; on CTC-SP2 the clone's fine-tuning, validated on windows it also trained on,
-# gave 10.3-22.1 over 10 seeds where the exact start with a held-apart validation gives
-# 15.5-17.4, SJF (first 64 queued jobs) 15.5 (docs/synthetic.md, PPO section).
+# 48.4-55.3; on CTC-SP2 the exact start validated on windows training also replayed gave
+# 10.3-22.1 over 10 real-trained seeds (medians real / synthetic 20.7 / 13.3), validated
+# apart 12.8-19.0 over 20 (medians 14.96 / 16.30; docs/synthetic.md, PPO section).
 _RESIDUAL = "SJF"
 _EPOCHS = 20
 _VALIDATION_SHARE = 0.2
