@@ -19,15 +19,12 @@ one sequence carrying it.
 from __future__ import annotations
 
 import argparse
-import pickle
 import re
 import statistics
 import sys
-import zipfile
 from pathlib import Path
 
 import numpy as np
-import torch
 from pydantic import BaseModel, ConfigDict
 
 from knowledge_base.errors import InvalidInputError
@@ -41,7 +38,7 @@ from simulations.learned.rl_experiment import (
 )
 from simulations.synth.columns import read_trace
 from simulations.synth.generator import generate
-from simulations.synth.model_files import load_model
+from simulations.synth.model_files import load_model, read_torch_file
 
 __all__ = ["WindowComparison", "compare_windows", "load_policy", "main"]
 
@@ -52,14 +49,7 @@ _TEST_SEED = 10_000  # the experiment's seeds sample synthetic traces 0, 1, ...
 def load_policy(path: Path, hidden: int = 32) -> PPOPolicy:
     """The PPO network ``rl_experiment --save-policies`` wrote to ``path``."""
     source = str(path)
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile, OSError) as error:
-        raise InvalidInputError(
-            f"not a PPO policy file (torch.load failed: {str(error)[:200]})",
-            source=source,
-            field="policy",
-        ) from error
+    state = read_torch_file(path, what="a PPO policy file", field="policy")
     if not isinstance(state, dict):
         raise InvalidInputError(
             "not a PPO policy file: expected a network's weights",

@@ -25,7 +25,7 @@ from simulations.synth.generator import ModelKind, SynthMetadata, TraceModel
 from simulations.synth.sequence import SequenceModel
 from simulations.synth.tvae import TVAEModel
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "fit_model", "load_model", "save_model"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "fit_model", "load_model", "read_torch_file", "save_model"]
 
 FORMAT = "rightsize.synth"
 FORMAT_VERSION = 3
@@ -66,20 +66,24 @@ def save_model(model: TraceModel, path: str | Path) -> Path:
     return out
 
 
+def read_torch_file(path: Path, *, what: str, field: str) -> Any:
+    """What ``torch.save`` wrote to ``path`` (tensors and plain containers only), or
+    :class:`InvalidInputError` naming the file and ``field`` when it is not ``what``."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile, OSError) as error:
+        raise InvalidInputError(
+            f"not {what} (torch.load failed: {str(error)[:200]})", source=str(path), field=field
+        ) from error
+
+
 def load_model(path: str | Path) -> TraceModel:
     """The model in ``path``, or :class:`InvalidInputError` saying why it is not one."""
     source = str(path)
     file = Path(path)
     if not file.is_file():
         raise InvalidInputError("model file not found", source=source, field="model", value=source)
-    try:
-        payload = torch.load(file, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile, OSError) as error:
-        raise InvalidInputError(
-            f"not a rightsize synth model file (torch.load failed: {str(error)[:200]})",
-            source=source,
-            field="model",
-        ) from error
+    payload = read_torch_file(file, what="a rightsize synth model file", field="model")
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
         raise InvalidInputError(
