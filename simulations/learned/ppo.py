@@ -300,7 +300,8 @@ Baseline = Literal["SJF", "F1", "FCFS"]
 class PPOSettings(BaseModel):
     """Training settings; the defaults are the random start's (docs/synthetic.md).
 
-    ``rl_experiment`` starts from SJF instead (``imitate="SJF"``, ``epochs=20``).
+    ``rl_experiment`` starts as SJF exactly instead and validates apart (``residual="SJF"``,
+    ``validation_share=0.2``, ``epochs=20``).
     """
 
     model_config = ConfigDict(extra="forbid")
