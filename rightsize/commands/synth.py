@@ -325,7 +325,8 @@ def schedulers_command(
     imitate: str | None = typer.Option(
         None,
         "--imitate",
-        help="SJF, F1, FCFS or none: PPO's starting policy, cloned (default SJF unless --residual)",
+        help="SJF, F1, FCFS or none: PPO starts from a clone of this heuristic instead "
+        "('none': random weights)",
     ),
     residual: str | None = typer.Option(
         None,
