@@ -387,10 +387,11 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Experiment
         header=trace.header,
     )
     model = None
+    real_jobs = _sequence(train_table, machine) if "real" in wanted else None
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         sources = {}
-        if "real" in wanted:
-            sources["real"] = _sequence(train_table, machine)
+        if real_jobs is not None:
+            sources["real"] = real_jobs
         if "synthetic" in wanted:
             if model is None and args.generator_file is not None and args.generator_file.exists():
                 model = load_model(args.generator_file)

@@ -17,7 +17,7 @@ import statistics
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from knowledge_base.errors import InvalidInputError
 from simulations.learned.rl_experiment import Experiment
@@ -30,18 +30,55 @@ _REAL, _SYNTHETIC = "real", "synthetic sequence"
 
 
 class TraceSchedulers(BaseModel):
+    """One trace's line; the gaps are derived from the two sources' seeds, pair by pair."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     trace: str
     heuristics: dict[str, float]  # held-out bsld of FCFS, SJF, F1, EASY++
-    real: list[float]  # PPO trained on the real training part, by seed
+    real: list[float] = Field(min_length=1)  # PPO trained on the real training part, by seed
     synthetic: list[float]  # PPO trained on the sequence model's traces, same seeds
     real_kept_start: int  # seeds whose kept epoch is 0 (the start)
     synthetic_kept_start: int
-    median_gap: float  # median synthetic / median real - 1
-    paired_gap: float  # geometric mean over seeds of synthetic / real - 1
-    paired_low: float  # its 95% interval (normal, on the log ratios)
-    paired_high: float
+
+    @model_validator(mode="after")
+    def _paired(self) -> TraceSchedulers:
+        if len(self.synthetic) != len(self.real):
+            raise ValueError(
+                f"{len(self.synthetic)} synthetic-trained seeds against {len(self.real)} real"
+            )
+        return self
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def median_gap(self) -> float:
+        """Median synthetic / median real - 1."""
+        return statistics.median(self.synthetic) / statistics.median(self.real) - 1
+
+    def _log_ratios(self) -> tuple[float, float]:
+        """Mean of log(synthetic / real) over seeds, and its 95% half-width (normal)."""
+        logs = np.log(np.array(self.synthetic) / np.array(self.real))
+        if logs.size < 2:
+            return float(logs.mean()), math.inf
+        return float(logs.mean()), 1.96 * float(logs.std(ddof=1)) / math.sqrt(logs.size)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def paired_gap(self) -> float:
+        """Geometric mean over seeds of synthetic / real - 1."""
+        return math.exp(self._log_ratios()[0]) - 1
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def paired_low(self) -> float:
+        centre, spread = self._log_ratios()
+        return math.exp(centre - spread) - 1
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def paired_high(self) -> float:
+        centre, spread = self._log_ratios()
+        return math.exp(centre + spread) - 1
 
     @property
     def passed(self) -> bool:
@@ -62,23 +99,13 @@ def summarize(experiment: Experiment) -> TraceSchedulers:
             field="seeds",
             value=sorted(set(by_source[_REAL]) | set(by_source[_SYNTHETIC])),
         )
-    real = [by_source[_REAL][k][0] for k in seeds]
-    synthetic = [by_source[_SYNTHETIC][k][0] for k in seeds]
-    logs = np.log(np.array(synthetic) / np.array(real))
-    spread = 1.96 * float(logs.std(ddof=1)) / math.sqrt(logs.size) if logs.size > 1 else math.inf
-    centre = float(logs.mean())
-    heuristics = {h: v[0] for h in _HEURISTICS if (v := experiment.held_out(h))}
     return TraceSchedulers(
         trace=experiment.trace,
-        heuristics=heuristics,
-        real=real,
-        synthetic=synthetic,
+        heuristics={h: v[0] for h in _HEURISTICS if (v := experiment.held_out(h))},
+        real=[by_source[_REAL][k][0] for k in seeds],
+        synthetic=[by_source[_SYNTHETIC][k][0] for k in seeds],
         real_kept_start=sum(by_source[_REAL][k][1] == 0 for k in seeds),
         synthetic_kept_start=sum(by_source[_SYNTHETIC][k][1] == 0 for k in seeds),
-        median_gap=statistics.median(synthetic) / statistics.median(real) - 1,
-        paired_gap=math.exp(centre) - 1,
-        paired_low=math.exp(centre - spread) - 1,
-        paired_high=math.exp(centre + spread) - 1,
     )
 
 
