@@ -220,6 +220,10 @@ def _schedulers_table(args: argparse.Namespace) -> int:
     else:
         names = tuple(args.traces)
     paths = [TRACES / name if "/" not in name else Path(name) for name in names]
+    missing = [str(path) for path in paths if not path.is_file()]
+    if missing:  # before any trace runs: each takes minutes
+        print(f"synth.py: --traces: no such trace file: {', '.join(missing)}", file=sys.stderr)
+        return 2
     if not args.json:
         print(
             f"# {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; PPO seeds "
