@@ -142,6 +142,10 @@ def sample_command(
     )
 
 
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def _render(report: FidelityReport) -> None:
     table = Table(title=f"{Path(report.synthetic).name} vs {Path(report.real).name}")
     for column in ("column", "KS", "Wasserstein", "W / mean", "median real", "median synth"):
@@ -158,7 +162,15 @@ def _render(report: FidelityReport) -> None:
     console.print(table)
     s = report.scheduling
     easy = Table(title="EASY (user estimates)")
-    for column in ("trace", "jobs", "mean bsld", "mean wait", "utilization"):
+    for column in (
+        "trace",
+        "jobs",
+        "mean bsld",
+        "mean wait",
+        "utilization",
+        "short-run wait ratio",
+        "next after short-run end",
+    ):
         easy.add_column(column, justify="right")
     for label, figures in (("real", s.real), ("synthetic", s.synthetic)):
         easy.add_row(
@@ -167,6 +179,8 @@ def _render(report: FidelityReport) -> None:
             f"{figures.mean_bsld:.2f}",
             f"{figures.mean_wait_s / 3600:.2f} h",
             f"{figures.utilization:.3f}",
+            _share(figures.short_wait_ratio),
+            _share(figures.after_short_share),
         )
     console.print(easy)
     t = report.temporal

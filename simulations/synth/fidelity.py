@@ -9,7 +9,12 @@ Three views, after seed 003's evaluation, plus what a scheduler sees:
   log1p, status and user as recorded; user is an id, so its row says little, but seed
   003's heatmaps show it) and their difference, drawn as heatmaps.
 - **Scheduling utility**: both traces replayed under EASY with user estimates in the
-  simulator; mean bounded slowdown, mean wait and utilization side by side.
+  simulator; mean bounded slowdown, mean wait and utilization side by side, and two
+  figures of how short-run jobs (under a minute) fare, which decide the bsld of a trace
+  with many of them: their mean wait over every job's
+  (:func:`~simulations.synth.load.short_wait_ratio`), and the share of the jobs users
+  submit within the hour after one that come after its end
+  (:func:`~simulations.synth.closed_loop.after_short_share`).
 
 Both traces are read with the simulator's rules (jobs without a run time or a request
 are dropped), so every figure covers the jobs a scheduler would see. The real run time
@@ -26,8 +31,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats
 
 from simulations.replay import replay
-from simulations.synth.columns import COLUMNS, JobTable, read_trace
+from simulations.synth.closed_loop import after_short_share
+from simulations.synth.columns import COLUMNS, JobTable, Trace, read_trace
 from simulations.synth.constraints import ConstraintReport, check_trace
+from simulations.synth.load import short_wait_ratio
 from simulations.synth.temporal import TemporalFidelity, compare_time
 from simulations.workload import load_swf
 
@@ -102,6 +109,16 @@ class EasyFigures(BaseModel):
     p90_wait_s: float
     utilization: float
     killed: int
+    short_wait_ratio: float | None = Field(
+        default=None,
+        description="Short-run jobs' (under a minute) mean wait over every job's; None "
+        "without short-run jobs",
+    )
+    after_short_share: float | None = Field(
+        default=None,
+        description="Of the jobs a user submits within the hour after a short-run job, "
+        "the share submitted after it ended; None without such pairs",
+    )
 
 
 class SchedulingComparison(BaseModel):
@@ -200,10 +217,19 @@ def compare_correlations(real: JobTable, synthetic: JobTable) -> CorrelationComp
     )
 
 
-def easy_figures(path: str | Path, *, procs: int | None = None) -> EasyFigures:
+def easy_figures(
+    path: str | Path, *, procs: int | None = None, trace: Trace | None = None
+) -> EasyFigures:
     """EASY with user estimates over the whole trace, in the simulator; ``procs``: the
-    machine's processors instead of the header's."""
+    machine's processors instead of the header's; ``trace`` (the same file, read): its
+    short-run figures too."""
     result = replay(load_swf(path, procs=procs), policy="easy", estimate="user").result
+    short = {}
+    if trace is not None:
+        short = {
+            "short_wait_ratio": short_wait_ratio(trace.table, trace.machine_procs),
+            "after_short_share": after_short_share(trace.table, trace.machine_procs),
+        }
     return EasyFigures(
         jobs=result.jobs,
         machine_procs=result.machine_procs,
@@ -212,6 +238,7 @@ def easy_figures(path: str | Path, *, procs: int | None = None) -> EasyFigures:
         p90_wait_s=result.p90_wait_s,
         utilization=result.utilization,
         killed=result.killed,
+        **short,
     )
 
 
@@ -243,8 +270,8 @@ def evaluate(
         real_procs=real_trace.machine_procs,
         synthetic_procs=synthetic_trace.machine_procs,
     )
-    real_easy = easy_figures(real, procs=procs)
-    synthetic_easy = easy_figures(synthetic, procs=procs)
+    real_easy = easy_figures(real, procs=procs, trace=real_trace)
+    synthetic_easy = easy_figures(synthetic, procs=procs, trace=synthetic_trace)
     scheduling = SchedulingComparison(
         real=real_easy,
         synthetic=synthetic_easy,

@@ -286,6 +286,7 @@ def _draw_and_thin(
         easy_wait_target_s=_recorded(meta, "easy_wait_s"),
         short_ratio_target=_recorded(meta, "short_backlog_ratio"),
         short_wait_target=_recorded(meta, "short_wait_ratio"),
+        after_short_target=_recorded(meta, "after_short_share"),
         hour_shares=None
         if meta.hour_of_day_shares is None
         else np.asarray(meta.hour_of_day_shares, dtype=np.float64),

@@ -19,6 +19,7 @@ __all__ = [
     "backlogs_found_s",
     "easy_queue_s",
     "easy_wait_s",
+    "easy_waits_s",
     "mean_backlog_s",
     "offered_load",
     "peak_week_load",
@@ -106,7 +107,7 @@ def short_backlog_ratio(table: JobTable, machine_procs: int) -> float | None:
     return float(found[short].mean() / found.mean())
 
 
-def _easy_waits_s(table: JobTable, machine_procs: int) -> tuple[np.ndarray, np.ndarray, float]:
+def easy_waits_s(table: JobTable, machine_procs: int) -> tuple[np.ndarray, np.ndarray, float]:
     """Each job's wait in EASY backfilling with the requests as estimates (as the
     fidelity check replays a trace), its work in machine-seconds (what it runs, at most
     its request, on its processors over the machine's), and the span from the first
@@ -132,21 +133,21 @@ def _easy_waits_s(table: JobTable, machine_procs: int) -> tuple[np.ndarray, np.n
 
 def easy_queue_s(table: JobTable, machine_procs: int) -> float:
     """The work waiting in an EASY queue, on average over the trace's span, in
-    machine-seconds (:func:`_easy_waits_s`). The time integral of the waiting work is the
+    machine-seconds (:func:`easy_waits_s`). The time integral of the waiting work is the
     sum over jobs of work x wait, so this is that sum over the span."""
     if len(table) < 2:
         return 0.0
-    wait, work, span = _easy_waits_s(table, machine_procs)
+    wait, work, span = easy_waits_s(table, machine_procs)
     return float((work * wait).sum() / max(span, 1.0))
 
 
 def easy_wait_s(table: JobTable, machine_procs: int) -> float:
-    """The mean wait of the jobs in EASY (:func:`_easy_waits_s`), each job counting once:
+    """The mean wait of the jobs in EASY (:func:`easy_waits_s`), each job counting once:
     the queue as the jobs see it, where :func:`easy_queue_s` is the queue as the machine
     sees it (a wide job's wait counts for its width there)."""
     if len(table) < 2:
         return 0.0
-    return float(_easy_waits_s(table, machine_procs)[0].mean())
+    return float(easy_waits_s(table, machine_procs)[0].mean())
 
 
 def short_wait_ratio(table: JobTable, machine_procs: int) -> float | None:
@@ -155,7 +156,7 @@ def short_wait_ratio(table: JobTable, machine_procs: int) -> float | None:
     HPC2N-2002 0.47, ALCF-Theta 0.83); None without short-run jobs or a wait."""
     if len(table) < 2:
         return None
-    wait = _easy_waits_s(table, machine_procs)[0]
+    wait = easy_waits_s(table, machine_procs)[0]
     short = short_run(table)
     if not short.any() or wait.mean() <= 0:
         return None

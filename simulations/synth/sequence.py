@@ -63,6 +63,7 @@ from torch.nn import functional
 
 from knowledge_base.errors import InvalidInputError
 from simulations.synth.clock import TraceClock
+from simulations.synth.closed_loop import after_short_share
 from simulations.synth.columns import COLUMN_KINDS, MODEL_COLUMNS, TRANSFORMS, Trace
 from simulations.synth.columns import transform_forward as _forward
 from simulations.synth.generator import SynthMetadata, training_data
@@ -746,6 +747,7 @@ class SequenceModel:
         for name, ratio in (
             ("short_backlog_ratio", short_backlog_ratio(trace.table, trace.machine_procs)),
             ("short_wait_ratio", short_wait_ratio(trace.table, trace.machine_procs)),
+            ("after_short_share", after_short_share(trace.table, trace.machine_procs)),
         ):
             if ratio is not None:
                 options[name] = ratio

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from knowledge_base.errors import InvalidInputError
+from simulations.synth.closed_loop import wait_for_short_runs
 from simulations.synth.columns import JobTable
 from simulations.synth.load import (
     WEEK_S,
@@ -312,15 +313,14 @@ class _StrengthFound:
 
 
 def _tilt_short_sessions(
-    table: JobTable,
     keep: np.ndarray,
     target: tuple[_ShortRatio, float, bool],
     backlog_scale_s: float,
     machine_procs: int,
-    n_jobs: int,
+    survivors_of: Callable[[np.ndarray], JobTable],
     admit: Callable[[tuple[float, float]], np.ndarray],
 ) -> tuple[np.ndarray, tuple[float, float] | None]:
-    """``keep``, or, when its first ``n_jobs`` survivors' short-run jobs fare otherwise
+    """``keep``, or, when its survivors' (``survivors_of``) short-run jobs fare otherwise
     than asked, the admission (``admit``, given a tilt and its normalizer) whose
     survivors' ratio is closest to the one asked, by bisection on the tilt.
 
@@ -332,7 +332,7 @@ def _tilt_short_sessions(
     the backlogs ``keep``'s survivors find, so short-run sessions are admitted about as
     often as before."""
     ratio_of, target_ratio, both_ways = target
-    survivors = _keep_rows(table, keep).take(slice(0, n_jobs))
+    survivors = survivors_of(keep)
     ratio = ratio_of(survivors, machine_procs)
     if ratio is None or ratio == target_ratio or (ratio < target_ratio and not both_ways):
         return keep, None
@@ -344,7 +344,7 @@ def _tilt_short_sessions(
         tilt = 0.5 * (low + high)
         given = (tilt, float(np.mean(x**-tilt)))
         tried = admit(given)
-        found = ratio_of(_keep_rows(table, tried).take(slice(0, n_jobs)), machine_procs)
+        found = ratio_of(survivors_of(tried), machine_procs)
         if found is None:
             break
         if abs(found - target_ratio) < closest:
@@ -357,6 +357,20 @@ def _tilt_short_sessions(
 
 
 _Statistic = Callable[[JobTable, int], float]
+
+
+def _survivors(
+    table: JobTable,
+    keep: np.ndarray,
+    n_jobs: int,
+    machine_procs: int,
+    loop: tuple[float, np.ndarray] | None,
+) -> JobTable:
+    kept = _keep_rows(table, keep).take(slice(0, n_jobs))
+    if loop is None:
+        return kept
+    share, u = loop
+    return wait_for_short_runs(kept, machine_procs, share, u[np.flatnonzero(keep)[:n_jobs]])
 
 
 @dataclass
@@ -377,6 +391,7 @@ class _Admission:
     backlog_scale_s: float | None
     hours: np.ndarray | None
     hour_shares: np.ndarray | None
+    loop: tuple[float, np.ndarray] | None = None
 
     def admit(self, strength: float, short_tilt: tuple[float, float] | None = None) -> np.ndarray:
         return _admit_to_load(
@@ -395,7 +410,10 @@ class _Admission:
         )
 
     def survivors(self, keep: np.ndarray) -> JobTable:
-        return _keep_rows(self.table, keep).take(slice(0, self.n_jobs))
+        """The first ``n_jobs`` jobs kept, each following a short-run job moved after
+        its end as often as ``loop`` (a share, one uniform per drawn job) asks
+        (:func:`~simulations.synth.closed_loop.wait_for_short_runs`)."""
+        return _survivors(self.table, keep, self.n_jobs, self.machine_procs, self.loop)
 
     def thin(
         self,
@@ -420,12 +438,11 @@ class _Admission:
         if self.backlog_scale_s is not None and short is not None:
             chosen = strength
             keep, tilt = _tilt_short_sessions(
-                self.table,
                 keep,
                 short,
                 self.backlog_scale_s,
                 self.machine_procs,
-                self.n_jobs,
+                self.survivors,
                 lambda tilt: self.admit(chosen, tilt),
             )
             self._log("short-run sessions tilted", keep, strength, tilt, wait, short)
@@ -525,6 +542,7 @@ def thin_to_load(
     hour_shares: np.ndarray | None = None,
     short_ratio_target: float | None = None,
     short_wait_target: float | None = None,
+    after_short_target: float | None = None,
     report: ThinningReport | None = None,
 ) -> tuple[JobTable, float]:
     """The first ``n_jobs`` of ``table`` after dropping jobs so that they offer
@@ -554,6 +572,12 @@ def thin_to_load(
     searches left ALCF-Theta's draws at load 0.718-0.746 of 0.750, their deep weeks cut
     after the strength was chosen for them). Neither step looks at a session's own jobs,
     so both keep the mix of big and small ones.
+
+    ``after_short_target``: every admission's survivors are first moved so that that
+    share of the jobs a user submits within the hour after a short-run job come after
+    its end (:func:`~simulations.synth.closed_loop.wait_for_short_runs`), and the
+    searches judge the moved jobs: moving them after the searches left HPC2N's EASY wait
+    at 2.2 h of the 3.0 h asked.
     """
     if hour_shares is not None and (hours is None or np.shape(hour_shares) != (24,)):
         raise InvalidInputError(
@@ -569,12 +593,21 @@ def thin_to_load(
             raise InvalidInputError(
                 "must be a positive ratio (the model file's options)", field=name, value=ratio
             )
+    if after_short_target is not None and not (
+        math.isfinite(after_short_target) and 0.0 <= after_short_target <= 1.0
+    ):
+        raise InvalidInputError(
+            "must be a share between 0 and 1 (the model file's options)",
+            field="after_short_share",
+            value=after_short_target,
+        )
     if not len(table):
         return table, 0.0
     cap_load = CAP * target_load if cap_load is None else cap_load
     head = table.take(slice(0, int(np.ceil(n_jobs * SEQUENCE_MARGIN))))
     unit = _thinning_units(table)
     u, v = rng.random((2, int(unit.max()) + 1))
+    loop = None if after_short_target is None else (after_short_target, rng.random(len(table)))
     keep = _cap_weeks(table, np.ones(len(table), dtype=bool), unit, v, cap_load, machine_procs)
     if offered_load(head, machine_procs) > target_load > 0:
         admission = _Admission(
@@ -588,6 +621,7 @@ def thin_to_load(
             backlog_scale_s=backlog_scale_s,
             hours=hours,
             hour_shares=hour_shares,
+            loop=loop,
         )
         wait = None
         if easy_wait_target_s is not None:
@@ -602,6 +636,6 @@ def thin_to_load(
         elif short_ratio_target is not None:
             short = (short_backlog_ratio, short_ratio_target, False)
         keep = admission.thin(wait, short, report)
-    kept = _keep_rows(table, keep).take(slice(0, n_jobs))
+    kept = _survivors(table, keep, n_jobs, machine_procs, loop)
     used = np.flatnonzero(keep)[: len(kept)]
     return kept, float(used.size / (used[-1] + 1)) if used.size else 0.0

@@ -5,8 +5,10 @@ fit once (seed 0), sample as many jobs as the slice has with each seed, write th
 evaluate it against the slice (:func:`~simulations.synth.fidelity.evaluate`): the largest
 column KS, EASY bsld against the real one, the fidelity in time (hour-of-day and weekday
 TV, autocorrelation differences, session KS, sequence similarity), the weekly load's
-coefficient of variation and the work in time (the backlog arrivals find over its time
-mean, a day's jobs against their size), real / synthetic. ``rightsize synth table`` and
+coefficient of variation, the work in time (the backlog arrivals find over its time
+mean, a day's jobs against their size) and how short-run jobs fare (their EASY wait over
+every job's, the share of the jobs following one submitted after its end), real /
+synthetic. ``rightsize synth table`` and
 ``benchmarks/synth.py --traces`` print it, a row as each sample is checked.
 """
 
@@ -67,6 +69,10 @@ class TraceRow(BaseModel):
     day_corr: float
     real_week_cv: float
     week_cv: float
+    real_short_wait_ratio: float | None = None
+    short_wait_ratio: float | None = None
+    real_after_short: float | None = None
+    after_short: float | None = None
     constraints_passed: bool
     passed: bool
 
@@ -156,6 +162,10 @@ def _row(
         day_corr=_work(t.synthetic_work).daily_jobs_work_correlation,
         real_week_cv=weekly_load_cv(trace.table, trace.machine_procs),
         week_cv=weekly_load_cv(sampled.table, trace.machine_procs),
+        real_short_wait_ratio=report.scheduling.real.short_wait_ratio,
+        short_wait_ratio=report.scheduling.synthetic.short_wait_ratio,
+        real_after_short=report.scheduling.real.after_short_share,
+        after_short=report.scheduling.synthetic.after_short_share,
         constraints_passed=report.constraints.passed,
         passed=report.passed,
     )
@@ -166,7 +176,8 @@ HEADER = (
     f"{'EASY bsld real/syn':>19} "
     f"{'rel':>6} {'hour TV':>7} {'wday TV':>7} {'gapACF':>6} {'hrACF':>6} "
     f"{'sess KS':>7} {'jobs/sess r/s':>13} {'seq sim':>7} {'week CV r/s':>11} "
-    f"{'found/mean r/s':>14} {'day n~w r/s':>13} {'pass':>4}"
+    f"{'found/mean r/s':>14} {'day n~w r/s':>13} {'short r/s':>9} {'after r/s':>9} "
+    f"{'pass':>4}"
 )
 
 
@@ -183,8 +194,16 @@ def row_line(r: TraceRow) -> str:
         f"{r.sequence_similarity:>7.3f} {r.real_week_cv:>5.2f}/{r.week_cv:<5.2f} "
         f"{r.real_found_ratio:>6.2f}/{r.found_ratio:<7.2f} "
         f"{r.real_day_corr:>+6.2f}/{r.day_corr:<+6.2f} "
+        f"{_pair(r.real_short_wait_ratio, r.short_wait_ratio)} "
+        f"{_pair(r.real_after_short, r.after_short)} "
         f"{'yes' if r.passed else 'no':>4}"
     )
+
+
+def _pair(real: float | None, synthetic: float | None) -> str:
+    """Two shares as ``real/synthetic`` under a 9-wide column, '-' for one missing."""
+    shown = ["-" if x is None else f"{x:.2f}" for x in (real, synthetic)]
+    return f"{shown[0]:>4}/{shown[1]:<4}"
 
 
 def trace_table(

@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from simulations.synth.closed_loop import after_short_share
+from simulations.synth.columns import read_trace
 from simulations.synth.copula import CopulaModel
 from simulations.synth.fidelity import FidelityReport, evaluate
 from simulations.synth.generator import generate, write_trace
+from simulations.synth.load import short_wait_ratio
 
 
 def test_a_trace_against_itself_has_no_distance(sdsc_slice: Path) -> None:
@@ -23,6 +26,13 @@ def test_a_trace_against_itself_has_no_distance(sdsc_slice: Path) -> None:
     assert t.gap_autocorrelation_max_diff == t.hourly_autocorrelation_max_diff == 0
     assert t.sequence_similarity == 1
     assert t.real_work is not None and t.real_work == t.synthetic_work
+    # How short-run jobs fare, read from the trace (SDSC-SP2's slice has them).
+    trace = read_trace(sdsc_slice)
+    real = report.scheduling.real
+    assert real.short_wait_ratio == short_wait_ratio(trace.table, trace.machine_procs)
+    assert real.after_short_share == after_short_share(trace.table, trace.machine_procs)
+    assert real.short_wait_ratio is not None and real.after_short_share is not None
+    assert real == report.scheduling.synthetic
     # The real log breaks the kill rule (jobs ran past their request), so it "fails".
     assert not report.constraints.passed
     assert not report.passed
@@ -60,6 +70,4 @@ def test_a_synthetic_slice_is_close_and_the_report_is_written(
 
 @pytest.fixture(scope="module")
 def sdsc_trace_jobs(sdsc_slice: Path) -> int:
-    from simulations.synth.columns import read_trace
-
     return len(read_trace(sdsc_slice).table)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from knowledge_base.errors import InvalidInputError
+from simulations.synth.closed_loop import after_short_share
 from simulations.synth.columns import Trace
 from simulations.synth.generator import SynthMetadata, generate, hour_of_day_shares
 from simulations.synth.intensity import OperationalTime
@@ -142,6 +143,10 @@ def test_the_model_remembers_the_backlog_its_trace_found(
     short = float(sequence.metadata.options["short_wait_ratio"])
     assert short == pytest.approx(short_wait_ratio(sdsc_trace.table, sdsc_trace.machine_procs))
     assert wait > 0 and 0 < short < 1
+    # and the share of the jobs following a short-run job that come after its end.
+    after = float(sequence.metadata.options["after_short_share"])
+    assert after == after_short_share(sdsc_trace.table, sdsc_trace.machine_procs)
+    assert 0 < after < 1
 
 
 def test_generate_thins_to_the_recorded_wait_or_an_older_files_queue(
@@ -161,14 +166,17 @@ def test_generate_thins_to_the_recorded_wait_or_an_older_files_queue(
     options = sequence.metadata.options
     assert given[-1]["easy_wait_target_s"] == options["easy_wait_s"]
     assert given[-1]["short_wait_target"] == options["short_wait_ratio"]
-    # A file fitted before the wait was recorded thins to its queue and backlog ratio.
+    assert given[-1]["after_short_target"] == options["after_short_share"]
+    # A file fitted before the wait was recorded thins to its queue and backlog ratio,
+    # and moves no job after a short-run one's end.
     older = dict(options)
-    del older["easy_wait_s"], older["short_wait_ratio"]
+    del older["easy_wait_s"], older["short_wait_ratio"], older["after_short_share"]
     monkeypatch.setattr(
         sequence, "metadata", sequence.metadata.model_copy(update={"options": older})
     )
     generate(sequence, 300, seed=0)
     assert given[-1]["easy_wait_target_s"] is None and given[-1]["short_wait_target"] is None
+    assert given[-1]["after_short_target"] is None
     assert given[-1]["easy_queue_target_s"] == options["easy_queue_s"]
     assert given[-1]["short_ratio_target"] == options["short_backlog_ratio"]
 
