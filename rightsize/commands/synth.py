@@ -161,15 +161,19 @@ def _render(report: FidelityReport) -> None:
         )
     console.print(table)
     s = report.scheduling
-    easy = Table(title="EASY (user estimates)")
+    easy = Table(
+        title="EASY (user estimates)",
+        caption="short: jobs under a minute; after short end: share of a user's next jobs "
+        "(within the hour) submitted after its end",
+    )
     for column in (
         "trace",
         "jobs",
         "mean bsld",
         "mean wait",
         "utilization",
-        "short-run wait ratio",
-        "next after short-run end",
+        "short wait ratio",
+        "after short end",
     ):
         easy.add_column(column, justify="right")
     for label, figures in (("real", s.real), ("synthetic", s.synthetic)):

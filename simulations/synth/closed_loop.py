@@ -7,7 +7,8 @@ user submits within the hour after a short-run job come after that job's end, ag
 jobs then wait too long (HPC2N fits 0-2: their share of the EASY wait 0.57-0.67 after
 the thinning's tilt, real 0.37) and the EASY bsld misses by +19% to +58%. On the other
 shared traces the gap is smaller (SDSC-SP2 0.49 real / 0.43 drawn, KTH-SP2 0.52 / 0.50,
-CTC-SP2 0.34 / 0.20, LANL-CM5 0.74 / 0.68, ALCF-Theta 0.19 / 0.17).
+CTC-SP2 0.34 / 0.20, LANL-CM5 0.74 / 0.68); ALCF-Theta's log has no user ids, so no
+pairs, and nothing is moved.
 
 :func:`after_short_share` measures that share on a trace; a sequence model records its
 training trace's, and :func:`wait_for_short_runs` moves a drawn trace's jobs until it has

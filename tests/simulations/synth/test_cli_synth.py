@@ -100,6 +100,12 @@ def test_strict_evaluate_exits_1_when_a_target_is_missed(sdsc_slice: Path) -> No
     )  # fmt: skip
     assert result.exit_code == 1
     assert "FAIL" in result.stdout
+    # The EASY table shows how short-run jobs fare, the same figure on both rows.
+    assert "after short end" in result.stdout
+    rows = [line.split("│") for line in result.stdout.splitlines() if "real │" in line]
+    rows += [line.split("│") for line in result.stdout.splitlines() if "synthetic │" in line]
+    assert len(rows) == 2 and rows[0][-3:] == rows[1][-3:]
+    assert float(rows[0][-2]) > 0 and float(rows[0][-3]) > 0
 
 
 def test_the_sequence_model_fits_and_samples_from_the_command_line(
