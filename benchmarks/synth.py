@@ -5,13 +5,19 @@
         [--seeds 1] [--sequence-epochs 8] [--report DIR]
 
     python benchmarks/synth.py --schedulers [--traces NAME ...|all] [--seeds 5]
-        [--generator-dir DIR] [--report DIR]
+        [--generator-dir DIR] [--report DIR] [--fidelity [--draws 2] [--fit-seeds 1]
+        [--max-jobs N]]
 
 The third form (issue #21, seed 003's question) trains PPO on each trace's real training
 part and on the sequence model's synthetic traces (``rl_experiment``'s protocol and
 defaults), seed by seed, and prints one line per trace: heuristics and both sources'
 held-out bsld, how many seeds kept their start, the gap between the medians and the
-paired gap (``schedulers.png`` and each trace's rows as JSON under ``--report``).
+paired gap (``schedulers.png`` and each trace's rows as JSON under ``--report``). With
+``--fidelity`` it also checks the sequence model on each whole trace (the second form's
+rows, ``--fit-seeds`` fits x ``--draws`` draws; ``--max-jobs`` cuts the traces) and
+ends with issue #21's targets per trace in one table
+(:mod:`simulations.learned.targets_table`): every draw's EASY bsld, the largest hour TV,
+PPO's median and paired gaps, and which targets hold.
 
 The second form (issue #21) is one table over every shared trace (ALCF-Theta included):
 per trace and model, the column KS, EASY bsld against the real trace's, and the fidelity
@@ -49,7 +55,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simulations.learned import rl_experiment, scheduler_table
+from simulations.learned import rl_experiment, scheduler_table, targets_table
 from simulations.synth.columns import COLUMNS, read_trace
 from simulations.synth.fidelity import evaluate
 from simulations.synth.generator import (
@@ -166,6 +172,7 @@ SHARED_TRACES = (
 def _traces_table(args: argparse.Namespace) -> int:
     names = SHARED_TRACES if args.traces == ["all"] else tuple(args.traces)
     paths = [TRACES / name if "/" not in name else Path(name) for name in names]
+    args.max_jobs = args.max_jobs or _SLICE_JOBS
     if not args.json:
         print(
             f"# {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; first "
@@ -202,6 +209,9 @@ def _traces_table(args: argparse.Namespace) -> int:
         print(json.dumps([r.model_dump() for r in rows], indent=1))
     return 0
 
+
+_SLICE_JOBS = 20_000  # the second form's default cut: the whole table in minutes
+_WHOLE = 10**9  # --fidelity's default: every job of each trace
 
 SCHEDULER_TRACES = (
     "SDSC-SP2-1998-4.2-cln.swf.gz",
@@ -257,10 +267,29 @@ def _schedulers_table(args: argparse.Namespace) -> int:
         rows.append(scheduler_table.summarize(result))
     if args.report is not None:
         scheduler_table.plot(rows, args.report / "schedulers.png")
+    if not args.fidelity:
+        if args.json:
+            print(json.dumps([r.model_dump() for r in rows], indent=1))
+        else:
+            print("\n".join(scheduler_table.table_lines(rows)))
+        return 0
+    fidelity = trace_table(
+        paths,
+        ["sequence"],
+        seeds=args.draws,
+        fit_seeds=args.fit_seeds,
+        max_jobs=args.max_jobs or _WHOLE,
+        sequence_epochs=args.sequence_epochs,
+        report=args.report,
+        on_row=lambda r: print(row_line(r), file=sys.stderr, flush=True),
+    )
+    targets = targets_table.combine(fidelity, rows)
     if args.json:
-        print(json.dumps([r.model_dump() for r in rows], indent=1))
+        print(json.dumps([r.model_dump() for r in targets], indent=1))
     else:
         print("\n".join(scheduler_table.table_lines(rows)))
+        print()
+        print("\n".join(targets_table.target_lines(targets)))
     return 0
 
 
@@ -277,7 +306,13 @@ def main() -> int:
     parser.add_argument(
         "--traces", nargs="+", default=None, help="'all' or trace file names: the #21 table"
     )
-    parser.add_argument("--max-jobs", type=int, default=20_000)
+    parser.add_argument(
+        "--max-jobs",
+        type=int,
+        default=None,
+        help=f"cut each trace to its first N jobs (--traces: {_SLICE_JOBS:,}; --fidelity: "
+        "the whole trace)",
+    )
     parser.add_argument("--sequence-epochs", type=int, default=8)
     parser.add_argument(
         "--fit-seeds", type=int, default=1, help="with --traces: fits per trace and model"
@@ -299,7 +334,16 @@ def main() -> int:
         help="with --schedulers: each trace's sequence model is loaded from here, or fitted "
         "once and saved here",
     )
+    parser.add_argument(
+        "--fidelity",
+        action="store_true",
+        help="with --schedulers: also check the sequence model on each trace, and end "
+        "with issue #21's targets per trace in one table",
+    )
+    parser.add_argument("--draws", type=int, default=2, help="with --fidelity: draws per fit")
     args = parser.parse_args()
+    if args.fidelity and not args.schedulers:
+        parser.error("--fidelity: only with --schedulers (the second form is --traces alone)")
     if args.schedulers:
         return _schedulers_table(args)
     if args.traces:
