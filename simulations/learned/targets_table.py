@@ -46,17 +46,28 @@ class TraceTargets(BaseModel):
     hour_tv: list[float] = Field(min_length=1)
     schedulers: TraceSchedulers
 
+    @property
+    def misses(self) -> list[str]:
+        """The targets missed: ``bsld``, ``hour``, ``PPO``."""
+        return [
+            name
+            for name, met in (
+                ("bsld", max(abs(x) for x in self.bsld_relative) <= BSLD_TARGET),
+                ("hour", max(self.hour_tv) <= HOUR_TV_TARGET),
+                ("PPO", self.schedulers.passed),
+            )
+            if not met
+        ]
+
     @computed_field  # type: ignore[prop-decorator]
     @property
     def fidelity_passed(self) -> bool:
-        return max(abs(x) for x in self.bsld_relative) <= BSLD_TARGET and (
-            max(self.hour_tv) <= HOUR_TV_TARGET
-        )
+        return not {"bsld", "hour"} & set(self.misses)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def passed(self) -> bool:
-        return self.fidelity_passed and self.schedulers.passed
+        return not self.misses
 
 
 def combine(
@@ -105,16 +116,7 @@ def target_lines(rows: Sequence[TraceTargets]) -> list[str]:
         bsld = f"{min(r.bsld_relative):+.0%}..{max(r.bsld_relative):+.0%}"
         ppo = f"{statistics.median(s.real):.2f} / {statistics.median(s.synthetic):.2f}"
         paired = f"{s.paired_gap:+.1%} ({s.paired_low:+.1%}..{s.paired_high:+.1%})"
-        missed = [
-            name
-            for name, ok in (
-                ("bsld", max(abs(x) for x in r.bsld_relative) <= BSLD_TARGET),
-                ("hour", max(r.hour_tv) <= HOUR_TV_TARGET),
-                ("PPO", s.passed),
-            )
-            if not ok
-        ]
-        verdict = "met" if not missed else "miss " + ",".join(missed)
+        verdict = "met" if r.passed else "miss " + ",".join(r.misses)
         lines.append(
             f"{r.trace[:22]:<22} {r.jobs:>7} {len(r.bsld_relative):>5} {bsld:>22} "
             f"{max(r.hour_tv):>11.3f} {len(s.real):>5} {ppo:>21} {s.median_gap:>+10.1%} "

@@ -46,24 +46,30 @@ def _stretch_pairs(table: JobTable) -> tuple[np.ndarray, np.ndarray]:
     return first[pair], second[pair]
 
 
-def _easy_ends_s(table: JobTable, machine_procs: int) -> np.ndarray:
+def _easy_ends_s(
+    table: JobTable, machine_procs: int, wait_s: np.ndarray | None = None
+) -> np.ndarray:
     """When each job ends in an EASY replay with the requests as estimates (as the
-    fidelity check replays a trace), on the table's submit clock."""
-    wait = easy_waits_s(table, machine_procs)[0]
+    fidelity check replays a trace), on the table's submit clock; ``wait_s``: that
+    replay's waits, when the caller has them."""
+    wait = easy_waits_s(table, machine_procs)[0] if wait_s is None else wait_s
     ran = np.minimum(table.run_s, table.requested_time_s).astype(np.float64)
     out: np.ndarray = table.submit_s + wait + ran
     return out
 
 
-def after_short_share(table: JobTable, machine_procs: int) -> float | None:
+def after_short_share(
+    table: JobTable, machine_procs: int, *, wait_s: np.ndarray | None = None
+) -> float | None:
     """Of the jobs a user submits within ``STRETCH_S`` after a short-run job of theirs
     (:func:`~simulations.synth.load.short_run`), the share submitted at or after that job
-    ended in EASY; None when there are no such pairs."""
+    ended in EASY; None when there are no such pairs. ``wait_s``: the table's EASY waits
+    (:func:`~simulations.synth.load.easy_waits_s`) when the caller has replayed it."""
     first, second = _stretch_pairs(table)
     short = short_run(table)[first]
     if not short.any():
         return None
-    end = _easy_ends_s(table, machine_procs)
+    end = _easy_ends_s(table, machine_procs, wait_s)
     after = table.submit_s[second[short]] >= end[first[short]]
     return float(after.mean())
 

@@ -34,7 +34,7 @@ from simulations.replay import replay
 from simulations.synth.closed_loop import after_short_share
 from simulations.synth.columns import COLUMNS, JobTable, Trace, read_trace
 from simulations.synth.constraints import ConstraintReport, check_trace
-from simulations.synth.load import short_wait_ratio
+from simulations.synth.load import easy_waits_s, short_wait_ratio
 from simulations.synth.temporal import TemporalFidelity, compare_time
 from simulations.workload import load_swf
 
@@ -225,10 +225,11 @@ def easy_figures(
     short-run figures too."""
     result = replay(load_swf(path, procs=procs), policy="easy", estimate="user").result
     short = {}
-    if trace is not None:
+    if trace is not None:  # one replay of the table for both figures
+        wait = easy_waits_s(trace.table, trace.machine_procs)[0]
         short = {
-            "short_wait_ratio": short_wait_ratio(trace.table, trace.machine_procs),
-            "after_short_share": after_short_share(trace.table, trace.machine_procs),
+            "short_wait_ratio": short_wait_ratio(trace.table, trace.machine_procs, wait_s=wait),
+            "after_short_share": after_short_share(trace.table, trace.machine_procs, wait_s=wait),
         }
     return EasyFigures(
         jobs=result.jobs,

@@ -150,13 +150,16 @@ def easy_wait_s(table: JobTable, machine_procs: int) -> float:
     return float(easy_waits_s(table, machine_procs)[0].mean())
 
 
-def short_wait_ratio(table: JobTable, machine_procs: int) -> float | None:
+def short_wait_ratio(
+    table: JobTable, machine_procs: int, *, wait_s: np.ndarray | None = None
+) -> float | None:
     """The mean EASY wait of short-run jobs (:func:`short_run`) over every job's
     (:func:`easy_wait_s`): how much backfilling lets them through (SDSC-SP2 0.43,
-    HPC2N-2002 0.47, ALCF-Theta 0.83); None without short-run jobs or a wait."""
+    HPC2N-2002 0.47, ALCF-Theta 0.83); None without short-run jobs or a wait. ``wait_s``:
+    the table's EASY waits (:func:`easy_waits_s`) when the caller has replayed it already."""
     if len(table) < 2:
         return None
-    wait = easy_waits_s(table, machine_procs)[0]
+    wait = easy_waits_s(table, machine_procs)[0] if wait_s is None else wait_s
     short = short_run(table)
     if not short.any() or wait.mean() <= 0:
         return None
