@@ -26,7 +26,14 @@ Here a job is the next step of a sequence, factorized in time order:
    run five times as long as its afternoon ones), the tokens already drawn for this job,
    and the class's own history: its previous job's tokens, the time since it and its
    jobs in the last 24 h.
-   A user resubmitting the same job is the request head copying the class's last one.
+   A user resubmitting the same job is explicit: the processors, request and run-fraction
+   heads each have a **copy gate**, a logit added to the class's previous token, the heads
+   after them see whether each repeated it, and a repeated processors or request token
+   repeats the previous value (a bin's token alone would draw a new value within the
+   bin: HPC2N-2002's fit 1 repeated a user's request token in 77% of the pairs within the
+   hour but the value in 63%, real 88% / 88%). The run-fraction draw is also held to the
+   training trace's run classes per size class and per run class of the class's previous
+   job (:class:`_RunClassFeedback`), so short-run jobs come in failure chains.
 
 Every column is a token (REaLTabFormer, which seed 003 found best on marginals and
 correlations, also generates tabular rows as token sequences): categorical columns
@@ -95,6 +102,8 @@ _POSITION_BINS = 32  # where in the trace's span a job is (its busy and quiet mo
 _SLOTS = 8  # the most recently active users a job may continue the session of
 _SLOT_NUMERIC = 3  # per slot: present, log time since its user's last job, log session jobs
 _HEADS = ("gap", "session", "class", "procs", "request", "fraction", "status")
+# The job heads that may copy the class's previous job's token (its columns in class_previous).
+_COPIED = ("procs", "request", "fraction")
 
 
 @dataclass
@@ -348,13 +357,25 @@ class _Network(nn.Module):
     """Shared trunk over the history; one head per token, each seeing the tokens before it."""
 
     def __init__(
-        self, vocab: dict[str, int], hidden: int, head_hidden: int, *, job_when: bool = True
+        self,
+        vocab: dict[str, int],
+        hidden: int,
+        head_hidden: int,
+        *,
+        job_when: bool = True,
+        repeat: bool = True,
     ) -> None:
         super().__init__()
         # The job's own heads (processors, request, run fraction, status) see its local hour
         # and weekday; a file fitted before they did (no "job_when" option) has heads
         # without them.
         self.job_when = job_when
+        # ``repeat``: the processors, request and run-fraction heads each have a copy gate,
+        # a logit added to the class's previous token (a user resubmitting a job), and the
+        # heads after them see whether each was copied. A file fitted before (no "repeat"
+        # option) has neither.
+        self.repeat = repeat
+        flag = 1 if repeat else 0
         # +1: the "no previous job" token.
         self.embed = nn.ModuleDict({h: nn.Embedding(vocab[h] + 1, _EMBED) for h in _HEADS})
         context = _NUMERIC + 4 * _EMBED + _WHEN
@@ -367,9 +388,9 @@ class _Network(nn.Module):
             "class": hidden + _EMBED + _WHEN + 2 * _EMBED,
             "procs": hidden + 3 * _EMBED + _CLASS_NUMERIC + 3 * _EMBED + (_WHEN if job_when else 0),
         }
-        inputs["request"] = inputs["procs"] + _EMBED
-        inputs["fraction"] = inputs["request"] + _EMBED
-        inputs["status"] = inputs["fraction"] + _EMBED
+        inputs["request"] = inputs["procs"] + _EMBED + flag
+        inputs["fraction"] = inputs["request"] + _EMBED + flag
+        inputs["status"] = inputs["fraction"] + _EMBED + flag
         self.heads = nn.ModuleDict(
             {
                 h: nn.Sequential(
@@ -378,6 +399,8 @@ class _Network(nn.Module):
                 for h in _HEADS
             }
         )
+        if repeat:
+            self.copy = nn.ModuleDict({h: nn.Linear(inputs[h], 1) for h in _COPIED})
 
 
 def _one_hot(index: torch.Tensor, size: int) -> torch.Tensor:
@@ -446,8 +469,17 @@ def _logits(net: _Network, b: _Batch, users: _Users) -> dict[str, torch.Tensor]:
         dim=1,
     )
     for k, head in enumerate(("procs", "request", "fraction", "status"), start=3):
-        out[head] = net.heads[head](job)
-        job = torch.cat([job, e[head](b.tokens[:, k])], dim=1)
+        logits = net.heads[head](job)
+        token = b.tokens[:, k]
+        if net.repeat and head in _COPIED:
+            last = b.class_previous[:, k - 3]
+            # The class's previous token gets the copy gate's logit ("none": no token).
+            copied = _one_hot(last, logits.shape[1] + 1)[:, :-1]
+            logits = logits + copied * net.copy[head](job)
+            job = torch.cat([job, e[head](token), (token == last).float()[:, None]], dim=1)
+        else:
+            job = torch.cat([job, e[head](token)], dim=1)
+        out[head] = logits
     return out
 
 
@@ -468,6 +500,7 @@ class _NumpyNet:
         }
         self.trunk = layers(net.trunk)
         self.heads = {h: layers(m) for h, m in net.heads.items()}  # type: ignore[arg-type]
+        self.copy = {h: layers(nn.Sequential(m)) for h, m in net.copy.items()} if net.repeat else {}
 
     @staticmethod
     def mlp(
@@ -527,19 +560,59 @@ class _MarginalFeedback:
 
 
 _RUN_CLASS_EDGES_S = np.array([60.0, 600.0, 3600.0])  # run classes: <1 min, <10, <60, longer
+_RUN_CLASSES = _RUN_CLASS_EDGES_S.size + 1
+# Where a job's class has no previous job: the "previous run class" index after the others.
+_NO_PREVIOUS = _RUN_CLASSES
+# A (size class, previous run class) row with fewer jobs takes its size class's shares.
+_MIN_ROW_JOBS = 30
 
 
-def run_class_shares(procs: np.ndarray, run_s: np.ndarray, size_edges: list[int]) -> np.ndarray:
+def run_class(run_s: np.ndarray | float) -> np.ndarray:
+    """Each run time's run class (:data:`_RUN_CLASS_EDGES_S`): 0 under a minute ... 3."""
+    out: np.ndarray = np.searchsorted(_RUN_CLASS_EDGES_S, run_s, side="right")
+    return out
+
+
+def previous_run_classes(labels: np.ndarray, run_s: np.ndarray) -> np.ndarray:
+    """For each job (in submit order), the run class of the previous job of its class
+    (user x size class), or ``_NO_PREVIOUS`` for a class's first job."""
+    out = np.full(labels.size, _NO_PREVIOUS, dtype=np.int64)
+    runs = run_class(run_s)
+    order = np.lexsort((np.arange(labels.size), labels))  # each class's jobs in order
+    same = labels[order[1:]] == labels[order[:-1]]
+    out[order[1:][same]] = runs[order[:-1][same]]
+    return out
+
+
+def run_class_shares(
+    procs: np.ndarray,
+    run_s: np.ndarray,
+    size_edges: list[int],
+    previous: np.ndarray | None = None,
+) -> np.ndarray:
     """The share of each run class (:data:`_RUN_CLASS_EDGES_S`) among the jobs of each size
     class (the class scheme's ``size_edges``): rows size classes, columns run classes; a
-    size class without jobs gets the trace's overall shares."""
+    size class without jobs gets the trace's overall shares.
+
+    ``previous`` (:func:`previous_run_classes`): shares per size class and the run class
+    of the job's class's previous job (a resubmitted job that failed in its first minute
+    usually fails again), shape (size classes, run classes + 1, run classes); a row with
+    fewer than ``_MIN_ROW_JOBS`` jobs takes its size class's shares."""
     size = np.digitize(procs, size_edges)
-    run = np.searchsorted(_RUN_CLASS_EDGES_S, run_s, side="right")
-    counts = np.zeros((len(size_edges) + 1, _RUN_CLASS_EDGES_S.size + 1))
+    run = run_class(run_s)
+    counts = np.zeros((len(size_edges) + 1, _RUN_CLASSES))
     np.add.at(counts, (size, run), 1.0)
     overall = counts.sum(axis=0) / max(counts.sum(), 1.0)
     totals = counts.sum(axis=1, keepdims=True)
-    out: np.ndarray = np.where(totals > 0, counts / np.maximum(totals, 1.0), overall)
+    by_size: np.ndarray = np.where(totals > 0, counts / np.maximum(totals, 1.0), overall)
+    if previous is None:
+        return by_size
+    counts = np.zeros((len(size_edges) + 1, _RUN_CLASSES + 1, _RUN_CLASSES))
+    np.add.at(counts, (size, previous, run), 1.0)
+    totals = counts.sum(axis=2, keepdims=True)
+    out: np.ndarray = np.where(
+        totals >= _MIN_ROW_JOBS, counts / np.maximum(totals, 1.0), by_size[:, None, :]
+    )
     return out
 
 
@@ -549,7 +622,9 @@ _RUN_LOG_WEIGHT = 4.0  # and how far they may go (a factor of e^4 either way)
 
 class _RunClassFeedback:
     """Keeps the training trace's run time per job size: the share of jobs under a minute,
-    under 10, under 60 and longer within each size class (1, 2-4, 5-16 processors...).
+    under 10, under 60 and longer within each size class (1, 2-4, 5-16 processors...),
+    and, given shares per previous run class (:func:`run_class_shares` with ``previous``),
+    within each size class after each run class of the class's previous job.
 
     The heads draw processors, request and run fraction in turn, and the network, trained
     for a few epochs, blurs how run time goes with size: on the first 20,000 jobs, 2.9% of
@@ -562,26 +637,43 @@ class _RunClassFeedback:
     (training share - 1 for the class drawn, 0 for the others) in log space: a class drawn
     more often than its training share loses weight until it is drawn at that share. (A
     weight of training share / share so far, as :class:`_MarginalFeedback` uses, only
-    meets a network that is far off halfway: 80% drawn against 10% settles at 40%.)"""
+    meets a network that is far off halfway: 80% drawn against 10% settles at 40%.)
+
+    Why the previous run class: on HPC2N-2002, a class's job after one that ran under a
+    minute runs under a minute in 81% of cases and after one that ran longer in 5%; the
+    network, teacher-forced, predicts 84% and 6%, but free-running it drew 74% and 9%
+    (fit seed 1): the drawn short-run jobs came singly after long ones, not in the
+    failure chains whose resubmissions run in the hole their predecessor left. A file
+    from before (shares per size class only) weights every previous run class alike."""
 
     def __init__(self, shares: np.ndarray, fraction: TokenColumn) -> None:
-        self.shares = np.asarray(shares, dtype=np.float64)
+        shares = np.asarray(shares, dtype=np.float64)
+        # (size classes, previous run classes, run classes); one "previous" row when the
+        # shares do not depend on it.
+        self.shares = shares[:, None, :] if shares.ndim == 2 else shares
         self.log_weights = np.zeros_like(self.shares)
         # Each fraction token's value: an atom's own, a bin's median.
         medians = np.median(fraction.tables, axis=1) if fraction.tables.size else np.zeros(0)
         self.fraction = np.concatenate([fraction.categories, medians])[: fraction.vocab]
 
-    def weights(self, size_class: int, request_s: float) -> np.ndarray:
-        """One weight per fraction token for a job of ``size_class`` asking ``request_s``."""
-        run = np.searchsorted(_RUN_CLASS_EDGES_S, self.fraction * request_s, side="right")
-        out: np.ndarray = np.exp(self.log_weights[size_class])[run]
+    def _row(self, previous: int) -> int:
+        return previous if self.shares.shape[1] > 1 else 0
+
+    def weights(self, size_class: int, request_s: float, previous: int) -> np.ndarray:
+        """One weight per fraction token for a job of ``size_class`` asking ``request_s``
+        whose class's previous job ran in run class ``previous`` (``_NO_PREVIOUS``: none)."""
+        run = run_class(self.fraction * request_s)
+        out: np.ndarray = np.exp(self.log_weights[size_class, self._row(previous)])[run]
         return out
 
-    def drawn(self, size_class: int, run_s: float) -> None:
-        error = self.shares[size_class].copy()
-        error[int(np.searchsorted(_RUN_CLASS_EDGES_S, run_s, side="right"))] -= 1.0
-        self.log_weights[size_class] = np.clip(
-            self.log_weights[size_class] + _RUN_GAIN * error, -_RUN_LOG_WEIGHT, _RUN_LOG_WEIGHT
+    def drawn(self, size_class: int, previous: int, run_s: float) -> None:
+        row = self._row(previous)
+        error = self.shares[size_class, row].copy()
+        error[int(run_class(run_s))] -= 1.0
+        self.log_weights[size_class, row] = np.clip(
+            self.log_weights[size_class, row] + _RUN_GAIN * error,
+            -_RUN_LOG_WEIGHT,
+            _RUN_LOG_WEIGHT,
         )
 
 
@@ -736,6 +828,7 @@ class SequenceModel:
             "validation": validation,
             "min_class_jobs": min_class_jobs,
             "job_when": True,
+            "repeat": True,
             "span_s": float(submit[-1]),
             "session_slots": _SLOTS,
             "queue_numbers": QUEUE_NUMBERS,
@@ -757,12 +850,14 @@ class SequenceModel:
         vocab = cls._vocab(columns, len(data.scheme.classes))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            network = _Network(vocab, hidden, head_hidden, job_when=True)
+            network = _Network(vocab, hidden, head_hidden, job_when=True, repeat=True)
         placeholder = {h: np.ones(vocab[h]) / vocab[h] for h in _HEADS}
+        run_s = np.minimum(trace.table.run_s, trace.table.requested_time_s)
         run_classes = run_class_shares(
             trace.table.procs,
-            np.minimum(trace.table.run_s, trace.table.requested_time_s),
+            run_s,
             data.scheme.size_edges,
+            previous=previous_run_classes(data.labels, run_s),
         )
         model = cls(metadata, columns, network, placeholder, rates, run_classes)
         batch = model._features(matrix, data.labels, trace.table.user)
@@ -866,6 +961,12 @@ class SequenceModel:
         )
         size_edges = self.metadata.classes.size_edges
         none_class = self.vocab["class"]
+        repeat = self.network.repeat
+        # Each class's last processors and request, as values: a token that repeats the
+        # class's previous one repeats its value too (a resubmitted job asks what it did;
+        # a bin's token alone would draw a new value within the bin).
+        last_values: dict[int, list[float]] = {}
+        last_run_class: dict[int, int] = {}  # each class's last job's run class
         for i in range(n_jobs):
             u = uniforms[i]
             numbers, previous, hour, weekday = history.context()
@@ -936,15 +1037,27 @@ class SequenceModel:
                 weights = feedback.weights(head)
                 if head == "fraction" and run_feedback is not None:
                     size_class = int(np.searchsorted(size_edges, values[1], side="right"))
-                    weights = weights * run_feedback.weights(size_class, values[2])
-                token = _draw(net.mlp(net.heads[head], job), u[4 + 2 * k], weights)
+                    previous_run = last_run_class.get(label, _NO_PREVIOUS)
+                    weights = weights * run_feedback.weights(size_class, values[2], previous_run)
+                logits = net.mlp(net.heads[head], job)
+                copied = repeat and head in _COPIED
+                if copied and class_previous[k] < logits.size:
+                    logits[class_previous[k]] += net.mlp(net.copy[head], job)[0]
+                token = _draw(logits, u[4 + 2 * k], weights)
                 feedback.drawn(head, token)
                 tokens[head] = token
-                values.append(by_name[column].decode(token, u[5 + 2 * k]))
-                job = np.concatenate([job, emb[head][token]])
+                if copied and k < 2 and token == class_previous[k] and label in last_values:
+                    values.append(last_values[label][k])
+                else:
+                    values.append(by_name[column].decode(token, u[5 + 2 * k]))
+                same = [[float(token == class_previous[k])]] if copied else []
+                job = np.concatenate([job, emb[head][token], *same])
             rows[i] = values
+            if repeat:
+                last_values[label] = values[1:3]
             if run_feedback is not None:
-                run_feedback.drawn(size_class, values[3] * values[2])
+                run_feedback.drawn(size_class, previous_run, values[3] * values[2])
+                last_run_class[label] = int(run_class(values[3] * values[2]))
             work = job_work(values[1], values[2], values[3], procs_total)
             if load is not None:
                 drawn_op_s += op_gap
@@ -1010,6 +1123,7 @@ class SequenceModel:
                 int(options["hidden"]),
                 int(options["head_hidden"]),
                 job_when=bool(options.get("job_when", False)),
+                repeat=bool(options.get("repeat", False)),
             )
             network.load_state_dict(state["network"], strict=True)
             shares = {
@@ -1027,10 +1141,13 @@ class SequenceModel:
             run_classes = state.get("run_classes")
             if run_classes is not None:
                 run_classes = run_classes.double().numpy()
-                expected = (len(metadata.classes.size_edges) + 1, _RUN_CLASS_EDGES_S.size + 1)
-                if run_classes.shape != expected:
+                # Per size class, or (a later file) per size class and previous run class.
+                sizes = len(metadata.classes.size_edges) + 1
+                shapes = ((sizes, _RUN_CLASSES), (sizes, _RUN_CLASSES + 1, _RUN_CLASSES))
+                if run_classes.shape not in shapes:
                     raise ValueError(
-                        f"run classes of shape {run_classes.shape}, expected {expected}"
+                        f"run classes of shape {run_classes.shape}, expected "
+                        f"{shapes[0]} or {shapes[1]}"
                     )
         return cls(metadata, columns, network, shares, rates, run_classes)
 

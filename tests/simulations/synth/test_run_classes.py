@@ -1,5 +1,6 @@
 """Run time per job size: the sequence model records the training trace's share of each run
-class within each size class, and its sampling keeps them while the network blurs them."""
+class within each size class (and after each run class of the class's previous job), and
+its sampling keeps them while the network blurs them."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ import torch
 
 from knowledge_base.errors import InvalidInputError
 from simulations.synth.columns import Trace
-from simulations.synth.generator import generate
+from simulations.synth.generator import generate, training_data
 from simulations.synth.model_files import load_model, save_model
 from simulations.synth.sequence import (
+    _NO_PREVIOUS,
     SequenceModel,
     TokenColumn,
     _draw,
     _RunClassFeedback,
+    previous_run_classes,
     run_class_shares,
 )
 
@@ -49,9 +52,9 @@ def test_the_feedback_brings_a_size_classs_short_jobs_back_to_the_training_share
     feedback = _RunClassFeedback(shares, fraction)
     for job in range(6000):
         size = job % 2
-        token = _draw(logits, float(rng.random()), feedback.weights(size, 3600.0))
+        token = _draw(logits, float(rng.random()), feedback.weights(size, 3600.0, _NO_PREVIOUS))
         run = float(fraction.categories[token]) * 3600.0
-        feedback.drawn(size, run)
+        feedback.drawn(size, _NO_PREVIOUS, run)
         drawn[size].append(run < 60)
     assert np.mean(drawn[1][1000:]) == pytest.approx(0.1, abs=0.04)
     assert np.mean(drawn[0]) == pytest.approx(0.8, abs=0.03)
@@ -64,11 +67,15 @@ def test_the_model_records_its_run_classes_and_a_file_without_them_still_loads(
     sequence: SequenceModel, sdsc_trace: Trace, tmp_path: Path
 ) -> None:
     table = sdsc_trace.table
+    run = np.minimum(table.run_s, table.requested_time_s)
+    labels = training_data(sdsc_trace, min_class_jobs=30).labels
     expected = run_class_shares(
         table.procs,
-        np.minimum(table.run_s, table.requested_time_s),
+        run,
         sequence.metadata.classes.size_edges,
+        previous=previous_run_classes(labels, run),
     )
+    assert expected.shape == (len(sequence.metadata.classes.size_edges) + 1, 5, 4)
     assert sequence.run_classes is not None
     np.testing.assert_allclose(sequence.run_classes, expected)
     path = save_model(sequence, tmp_path / "sequence.pt")
@@ -82,8 +89,68 @@ def test_the_model_records_its_run_classes_and_a_file_without_them_still_loads(
     older = load_model(path)
     assert isinstance(older, SequenceModel) and older.run_classes is None
     assert len(generate(older, 200, seed=0).table) == 200
+    # A file from before the previous run class keeps shares per size class only.
+    payload["state"]["run_classes"] = torch.from_numpy(
+        run_class_shares(table.procs, run, sequence.metadata.classes.size_edges)
+    )
+    torch.save(payload, path)
+    per_size = load_model(path)
+    assert isinstance(per_size, SequenceModel) and per_size.run_classes is not None
+    assert per_size.run_classes.ndim == 2
+    assert len(generate(per_size, 200, seed=0).table) == 200
     # Run classes of the wrong shape are named.
     payload["state"]["run_classes"] = torch.ones(2, 2, dtype=torch.float64)
     torch.save(payload, path)
     with pytest.raises(InvalidInputError, match="run classes of shape"):
         load_model(path)
+
+
+def test_previous_run_classes_follow_each_class_in_submit_order() -> None:
+    labels = np.array([0, 1, 0, 0, 1, 2])
+    run = np.array([10.0, 7200.0, 700.0, 30.0, 59.0, 5.0])
+    np.testing.assert_array_equal(
+        previous_run_classes(labels, run),
+        [_NO_PREVIOUS, _NO_PREVIOUS, 0, 2, 3, _NO_PREVIOUS],
+    )
+
+
+def test_run_class_shares_after_each_previous_run_class() -> None:
+    # One size class; 40 jobs after a short-run one (30 short again), 60 after a long one
+    # (3 short), 5 first jobs: too few for their own row, so they take the size class's.
+    procs = np.ones(105, dtype=np.int64)
+    previous = np.array([0] * 40 + [3] * 60 + [_NO_PREVIOUS] * 5)
+    run = np.array([10.0] * 30 + [7200.0] * 10 + [10.0] * 3 + [7200.0] * 57 + [10.0] * 5)
+    shares = run_class_shares(procs, run, [2], previous=previous)
+    assert shares.shape == (2, 5, 4)
+    np.testing.assert_allclose(shares[0, 0], [0.75, 0.0, 0.0, 0.25])
+    np.testing.assert_allclose(shares[0, 3], [0.05, 0.0, 0.0, 0.95])
+    np.testing.assert_allclose(shares[0, _NO_PREVIOUS], [38 / 105, 0.0, 0.0, 67 / 105])
+    np.testing.assert_allclose(shares[0, 1], shares[0, _NO_PREVIOUS])  # no jobs: same
+
+
+def test_the_feedback_keeps_short_runs_in_chains() -> None:
+    # A network that makes 30% of the jobs short-run whatever came before, where the
+    # training trace's short-run jobs came in chains: 85% after a short-run job, 5% after
+    # a long one. The feedback per previous run class brings both shares near the trace's;
+    # per size class alone (the older file) it meets the share of the row given, 20%, after
+    # either.
+    fraction = TokenColumn(
+        "run_fraction", np.array([0.001, 1.0]), False, np.zeros(0), np.zeros((0, 0))
+    )
+    logits = np.log(np.array([0.3, 0.7]))
+    chains = np.zeros((1, 5, 4))
+    chains[0, :, 0] = [0.85, 0.05, 0.05, 0.05, 0.2]
+    chains[0, :, 3] = 1.0 - chains[0, :, 0]
+    for shares, expected in ((chains, (0.85, 0.05)), (chains[:, _NO_PREVIOUS], (0.2, 0.2))):
+        feedback = _RunClassFeedback(shares, fraction)
+        rng = np.random.default_rng(1)
+        previous, after = _NO_PREVIOUS, {0: [], 3: []}
+        for job in range(8000):
+            token = _draw(logits, float(rng.random()), feedback.weights(0, 3600.0, previous))
+            run = float(fraction.categories[token]) * 3600.0
+            feedback.drawn(0, previous, run)
+            if job > 2000 and previous != _NO_PREVIOUS:
+                after[previous].append(run < 60)
+            previous = 0 if run < 60 else 3
+        assert np.mean(after[0]) == pytest.approx(expected[0], abs=0.05)
+        assert np.mean(after[3]) == pytest.approx(expected[1], abs=0.05)

@@ -162,11 +162,12 @@ def test_a_model_file_from_before_the_job_heads_saw_the_hour_still_samples(
     # The hour and weekday were the last _WHEN inputs of the processors head, and sit at
     # the same place in each later head's inputs (after them come the tokens drawn).
     width = state["heads.procs.0.weight"].shape[1]
-    for head in ("procs", "request", "fraction", "status"):
-        weight = state[f"heads.{head}.0.weight"]
-        state[f"heads.{head}.0.weight"] = torch.cat(
-            [weight[:, : width - _WHEN], weight[:, width:]], dim=1
-        )
+    # The copy gates see the same inputs as their heads.
+    layers = [f"heads.{head}.0.weight" for head in ("procs", "request", "fraction", "status")]
+    layers += [f"copy.{head}.weight" for head in ("procs", "request", "fraction")]
+    for layer in layers:
+        weight = state[layer]
+        state[layer] = torch.cat([weight[:, : width - _WHEN], weight[:, width:]], dim=1)
     torch.save(payload, path)
     old = load_model(path)
     assert isinstance(old, SequenceModel)
