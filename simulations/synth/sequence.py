@@ -60,6 +60,7 @@ import logging
 import math
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -487,7 +488,7 @@ class _NumpyNet:
     """The trained network's weights as numpy arrays, for one-job-at-a-time sampling."""
 
     def __init__(self, net: _Network) -> None:
-        def layers(seq: nn.Sequential) -> list[tuple[np.ndarray, np.ndarray]]:
+        def layers(seq: Iterable[nn.Module]) -> list[tuple[np.ndarray, np.ndarray]]:
             return [
                 (m.weight.detach().double().numpy().T.copy(), m.bias.detach().double().numpy())
                 for m in seq
@@ -500,7 +501,7 @@ class _NumpyNet:
         }
         self.trunk = layers(net.trunk)
         self.heads = {h: layers(m) for h, m in net.heads.items()}  # type: ignore[arg-type]
-        self.copy = {h: layers(nn.Sequential(m)) for h, m in net.copy.items()} if net.repeat else {}
+        self.copy = {h: layers([m]) for h, m in net.copy.items()} if net.repeat else {}
 
     @staticmethod
     def mlp(
@@ -559,17 +560,21 @@ class _MarginalFeedback:
         self.total += 1.0
 
 
-_RUN_CLASS_EDGES_S = np.array([60.0, 600.0, 3600.0])  # run classes: <1 min, <10, <60, longer
+# Run classes: under 10 s (bounded slowdown's threshold: a job that ran 2 s and waited an
+# hour counts 360, one that ran 50 s 72), under a minute, 10 minutes, an hour, longer.
+_RUN_CLASS_EDGES_S = np.array([10.0, 60.0, 600.0, 3600.0])
 _RUN_CLASSES = _RUN_CLASS_EDGES_S.size + 1
+# A file from before the 10 s edge has four run classes (and no previous run class).
+_EDGES_BEFORE_10_S = _RUN_CLASS_EDGES_S[1:]
 # Where a job's class has no previous job: the "previous run class" index after the others.
 _NO_PREVIOUS = _RUN_CLASSES
 # A (size class, previous run class) row with fewer jobs takes its size class's shares.
 _MIN_ROW_JOBS = 30
 
 
-def run_class(run_s: np.ndarray | float) -> np.ndarray:
-    """Each run time's run class (:data:`_RUN_CLASS_EDGES_S`): 0 under a minute ... 3."""
-    out: np.ndarray = np.searchsorted(_RUN_CLASS_EDGES_S, run_s, side="right")
+def run_class(run_s: np.ndarray | float, edges: np.ndarray = _RUN_CLASS_EDGES_S) -> np.ndarray:
+    """Each run time's run class: 0 under ``edges[0]`` (10 s) ... ``edges.size``."""
+    out: np.ndarray = np.searchsorted(edges, run_s, side="right")
     return out
 
 
@@ -621,8 +626,9 @@ _RUN_LOG_WEIGHT = 4.0  # and how far they may go (a factor of e^4 either way)
 
 
 class _RunClassFeedback:
-    """Keeps the training trace's run time per job size: the share of jobs under a minute,
-    under 10, under 60 and longer within each size class (1, 2-4, 5-16 processors...),
+    """Keeps the training trace's run time per job size: the share of jobs under 10 s,
+    under a minute, 10 minutes, an hour and longer within each size class (1, 2-4, 5-16
+    processors...),
     and, given shares per previous run class (:func:`run_class_shares` with ``previous``),
     within each size class after each run class of the class's previous job.
 
@@ -643,14 +649,21 @@ class _RunClassFeedback:
     minute runs under a minute in 81% of cases and after one that ran longer in 5%; the
     network, teacher-forced, predicts 84% and 6%, but free-running it drew 74% and 9%
     (fit seed 1): the drawn short-run jobs came singly after long ones, not in the
-    failure chains whose resubmissions run in the hole their predecessor left. A file
-    from before (shares per size class only) weights every previous run class alike."""
+    failure chains whose resubmissions run in the hole their predecessor left.
+
+    Why 10 s: bounded slowdown counts a run under 10 s as 10 s, so those jobs weigh most;
+    12.2% of HPC2N-2002's jobs, 41.5 of its EASY bsld of 89.0; with the minute as the first
+    edge, fit 0's draws held 9.6-9.7% and read -21% and +2%. A file from before holds four
+    run classes (no 10 s edge) per size class only, and weights every previous run class
+    alike."""
 
     def __init__(self, shares: np.ndarray, fraction: TokenColumn) -> None:
         shares = np.asarray(shares, dtype=np.float64)
         # (size classes, previous run classes, run classes); one "previous" row when the
         # shares do not depend on it.
         self.shares = shares[:, None, :] if shares.ndim == 2 else shares
+        classes = self.shares.shape[2]
+        self.edges = _RUN_CLASS_EDGES_S if classes == _RUN_CLASSES else _EDGES_BEFORE_10_S
         self.log_weights = np.zeros_like(self.shares)
         # Each fraction token's value: an atom's own, a bin's median.
         medians = np.median(fraction.tables, axis=1) if fraction.tables.size else np.zeros(0)
@@ -662,14 +675,14 @@ class _RunClassFeedback:
     def weights(self, size_class: int, request_s: float, previous: int) -> np.ndarray:
         """One weight per fraction token for a job of ``size_class`` asking ``request_s``
         whose class's previous job ran in run class ``previous`` (``_NO_PREVIOUS``: none)."""
-        run = run_class(self.fraction * request_s)
+        run = run_class(self.fraction * request_s, self.edges)
         out: np.ndarray = np.exp(self.log_weights[size_class, self._row(previous)])[run]
         return out
 
     def drawn(self, size_class: int, previous: int, run_s: float) -> None:
         row = self._row(previous)
         error = self.shares[size_class, row].copy()
-        error[int(run_class(run_s))] -= 1.0
+        error[int(run_class(run_s, self.edges))] -= 1.0
         self.log_weights[size_class, row] = np.clip(
             self.log_weights[size_class, row] + _RUN_GAIN * error,
             -_RUN_LOG_WEIGHT,
@@ -1057,7 +1070,7 @@ class SequenceModel:
                 last_values[label] = values[1:3]
             if run_feedback is not None:
                 run_feedback.drawn(size_class, previous_run, values[3] * values[2])
-                last_run_class[label] = int(run_class(values[3] * values[2]))
+                last_run_class[label] = int(run_class(values[3] * values[2], run_feedback.edges))
             work = job_work(values[1], values[2], values[3], procs_total)
             if load is not None:
                 drawn_op_s += op_gap
@@ -1141,9 +1154,10 @@ class SequenceModel:
             run_classes = state.get("run_classes")
             if run_classes is not None:
                 run_classes = run_classes.double().numpy()
-                # Per size class, or (a later file) per size class and previous run class.
+                # Per size class in four run classes (a file from before the 10 s edge),
+                # or per size class and previous run class in five.
                 sizes = len(metadata.classes.size_edges) + 1
-                shapes = ((sizes, _RUN_CLASSES), (sizes, _RUN_CLASSES + 1, _RUN_CLASSES))
+                shapes = ((sizes, _RUN_CLASSES - 1), (sizes, _RUN_CLASSES + 1, _RUN_CLASSES))
                 if run_classes.shape not in shapes:
                     raise ValueError(
                         f"run classes of shape {run_classes.shape}, expected "

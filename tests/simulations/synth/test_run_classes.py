@@ -26,16 +26,16 @@ from simulations.synth.sequence import (
 
 
 def test_run_class_shares_count_each_size_class_on_its_own() -> None:
-    # Size classes 1 | 2-4 | 5+; run classes <60 s | <600 | <3600 | longer.
+    # Size classes 1 | 2-4 | 5+; run classes <10 s | <60 | <600 | <3600 | longer.
     procs = np.array([1, 1, 1, 1, 3, 3, 8])
-    run = np.array([10.0, 30.0, 700.0, 7200.0, 59.0, 60.0, 3600.0])
+    run = np.array([5.0, 30.0, 700.0, 7200.0, 59.0, 60.0, 3600.0])
     shares = run_class_shares(procs, run, [2, 5])
-    np.testing.assert_allclose(shares[0], [0.5, 0.0, 0.25, 0.25])
-    np.testing.assert_allclose(shares[1], [0.5, 0.5, 0.0, 0.0])
-    np.testing.assert_allclose(shares[2], [0.0, 0.0, 0.0, 1.0])
+    np.testing.assert_allclose(shares[0], [0.25, 0.25, 0.0, 0.25, 0.25])
+    np.testing.assert_allclose(shares[1], [0.0, 0.5, 0.5, 0.0, 0.0])
+    np.testing.assert_allclose(shares[2], [0.0, 0.0, 0.0, 0.0, 1.0])
     # A size class without jobs takes the trace's overall shares.
     empty = run_class_shares(procs, run, [2, 5, 100])
-    np.testing.assert_allclose(empty[3], [3 / 7, 1 / 7, 1 / 7, 2 / 7])
+    np.testing.assert_allclose(empty[3], [1 / 7, 2 / 7, 1 / 7, 1 / 7, 2 / 7])
 
 
 def test_the_feedback_brings_a_size_classs_short_jobs_back_to_the_training_share() -> None:
@@ -45,7 +45,7 @@ def test_the_feedback_brings_a_size_classs_short_jobs_back_to_the_training_share
     fraction = TokenColumn(
         "run_fraction", np.array([0.001, 0.5, 1.0]), False, np.zeros(0), np.zeros((0, 0))
     )
-    shares = np.array([[0.8, 0.0, 0.2, 0.0], [0.1, 0.0, 0.9, 0.0]])
+    shares = np.array([[0.8, 0.0, 0.0, 0.2, 0.0], [0.1, 0.0, 0.0, 0.9, 0.0]])
     logits = np.log(np.array([0.8, 0.2, 1e-9]))
     rng = np.random.default_rng(0)
     drawn: dict[int, list[bool]] = {0: [], 1: []}
@@ -75,7 +75,7 @@ def test_the_model_records_its_run_classes_and_a_file_without_them_still_loads(
         sequence.metadata.classes.size_edges,
         previous=previous_run_classes(labels, run),
     )
-    assert expected.shape == (len(sequence.metadata.classes.size_edges) + 1, 5, 4)
+    assert expected.shape == (len(sequence.metadata.classes.size_edges) + 1, 6, 5)
     assert sequence.run_classes is not None
     np.testing.assert_allclose(sequence.run_classes, expected)
     path = save_model(sequence, tmp_path / "sequence.pt")
@@ -90,9 +90,8 @@ def test_the_model_records_its_run_classes_and_a_file_without_them_still_loads(
     assert isinstance(older, SequenceModel) and older.run_classes is None
     assert len(generate(older, 200, seed=0).table) == 200
     # A file from before the previous run class keeps shares per size class only.
-    payload["state"]["run_classes"] = torch.from_numpy(
-        run_class_shares(table.procs, run, sequence.metadata.classes.size_edges)
-    )
+    sizes = len(sequence.metadata.classes.size_edges) + 1
+    payload["state"]["run_classes"] = torch.full((sizes, 4), 0.25, dtype=torch.float64)
     torch.save(payload, path)
     per_size = load_model(path)
     assert isinstance(per_size, SequenceModel) and per_size.run_classes is not None
@@ -110,7 +109,7 @@ def test_previous_run_classes_follow_each_class_in_submit_order() -> None:
     run = np.array([10.0, 7200.0, 700.0, 30.0, 59.0, 5.0])
     np.testing.assert_array_equal(
         previous_run_classes(labels, run),
-        [_NO_PREVIOUS, _NO_PREVIOUS, 0, 2, 3, _NO_PREVIOUS],
+        [_NO_PREVIOUS, _NO_PREVIOUS, 1, 3, 4, _NO_PREVIOUS],
     )
 
 
@@ -118,13 +117,13 @@ def test_run_class_shares_after_each_previous_run_class() -> None:
     # One size class; 40 jobs after a short-run one (30 short again), 60 after a long one
     # (3 short), 5 first jobs: too few for their own row, so they take the size class's.
     procs = np.ones(105, dtype=np.int64)
-    previous = np.array([0] * 40 + [3] * 60 + [_NO_PREVIOUS] * 5)
-    run = np.array([10.0] * 30 + [7200.0] * 10 + [10.0] * 3 + [7200.0] * 57 + [10.0] * 5)
+    previous = np.array([0] * 40 + [4] * 60 + [_NO_PREVIOUS] * 5)
+    run = np.array([5.0] * 30 + [7200.0] * 10 + [5.0] * 3 + [7200.0] * 57 + [5.0] * 5)
     shares = run_class_shares(procs, run, [2], previous=previous)
-    assert shares.shape == (2, 5, 4)
-    np.testing.assert_allclose(shares[0, 0], [0.75, 0.0, 0.0, 0.25])
-    np.testing.assert_allclose(shares[0, 3], [0.05, 0.0, 0.0, 0.95])
-    np.testing.assert_allclose(shares[0, _NO_PREVIOUS], [38 / 105, 0.0, 0.0, 67 / 105])
+    assert shares.shape == (2, 6, 5)
+    np.testing.assert_allclose(shares[0, 0], [0.75, 0.0, 0.0, 0.0, 0.25])
+    np.testing.assert_allclose(shares[0, 4], [0.05, 0.0, 0.0, 0.0, 0.95])
+    np.testing.assert_allclose(shares[0, _NO_PREVIOUS], [38 / 105, 0.0, 0.0, 0.0, 67 / 105])
     np.testing.assert_allclose(shares[0, 1], shares[0, _NO_PREVIOUS])  # no jobs: same
 
 
@@ -138,19 +137,19 @@ def test_the_feedback_keeps_short_runs_in_chains() -> None:
         "run_fraction", np.array([0.001, 1.0]), False, np.zeros(0), np.zeros((0, 0))
     )
     logits = np.log(np.array([0.3, 0.7]))
-    chains = np.zeros((1, 5, 4))
-    chains[0, :, 0] = [0.85, 0.05, 0.05, 0.05, 0.2]
-    chains[0, :, 3] = 1.0 - chains[0, :, 0]
+    chains = np.zeros((1, 6, 5))
+    chains[0, :, 0] = [0.85, 0.05, 0.05, 0.05, 0.05, 0.2]
+    chains[0, :, 4] = 1.0 - chains[0, :, 0]
     for shares, expected in ((chains, (0.85, 0.05)), (chains[:, _NO_PREVIOUS], (0.2, 0.2))):
         feedback = _RunClassFeedback(shares, fraction)
         rng = np.random.default_rng(1)
-        previous, after = _NO_PREVIOUS, {0: [], 3: []}
+        previous, after = _NO_PREVIOUS, {0: [], 4: []}
         for job in range(8000):
             token = _draw(logits, float(rng.random()), feedback.weights(0, 3600.0, previous))
             run = float(fraction.categories[token]) * 3600.0
             feedback.drawn(0, previous, run)
             if job > 2000 and previous != _NO_PREVIOUS:
                 after[previous].append(run < 60)
-            previous = 0 if run < 60 else 3
+            previous = 0 if run < 10 else 4
         assert np.mean(after[0]) == pytest.approx(expected[0], abs=0.05)
-        assert np.mean(after[3]) == pytest.approx(expected[1], abs=0.05)
+        assert np.mean(after[4]) == pytest.approx(expected[1], abs=0.05)
