@@ -373,8 +373,8 @@ class _Network(nn.Module):
         self.job_when = job_when
         # ``repeat``: the processors, request and run-fraction heads each have a copy gate,
         # a logit added to the class's previous token (a user resubmitting a job), and the
-        # heads after them see whether each was copied. A file fitted before (no "repeat"
-        # option) has neither.
+        # heads after them see whether each token drawn is that previous one. A file fitted
+        # before (no "repeat" option) has neither.
         self.repeat = repeat
         flag = 1 if repeat else 0
         # +1: the "no previous job" token.
