@@ -823,6 +823,10 @@ class SequenceModel:
             )
         began = time.perf_counter()
         data = training_data(trace, min_class_jobs=min_class_jobs)
+        # Resubmissions are a user's: a log without user ids (ALCF-Theta's) has classes of
+        # size alone, whose "previous job" is anyone's, so it gets no copy gates and run
+        # classes per size class only.
+        users_known = bool((trace.table.user >= 0).any())
         submit = trace.table.submit_s
         rates = weekly_rates(submit, trace.clock)
         operational = OperationalTime(trace.clock, rates).forward_many(submit)
@@ -841,7 +845,7 @@ class SequenceModel:
             "validation": validation,
             "min_class_jobs": min_class_jobs,
             "job_when": True,
-            "repeat": True,
+            "repeat": users_known,
             "span_s": float(submit[-1]),
             "session_slots": _SLOTS,
             "queue_numbers": QUEUE_NUMBERS,
@@ -863,14 +867,14 @@ class SequenceModel:
         vocab = cls._vocab(columns, len(data.scheme.classes))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            network = _Network(vocab, hidden, head_hidden, job_when=True, repeat=True)
+            network = _Network(vocab, hidden, head_hidden, job_when=True, repeat=users_known)
         placeholder = {h: np.ones(vocab[h]) / vocab[h] for h in _HEADS}
         run_s = np.minimum(trace.table.run_s, trace.table.requested_time_s)
         run_classes = run_class_shares(
             trace.table.procs,
             run_s,
             data.scheme.size_edges,
-            previous=previous_run_classes(data.labels, run_s),
+            previous=previous_run_classes(data.labels, run_s) if users_known else None,
         )
         model = cls(metadata, columns, network, placeholder, rates, run_classes)
         batch = model._features(matrix, data.labels, trace.table.user)
@@ -1154,14 +1158,17 @@ class SequenceModel:
             run_classes = state.get("run_classes")
             if run_classes is not None:
                 run_classes = run_classes.double().numpy()
-                # Per size class in four run classes (a file from before the 10 s edge),
-                # or per size class and previous run class in five.
+                # Per size class in four run classes (a file from before the 10 s edge) or
+                # five (a trace without user ids), or per size class and previous run class.
                 sizes = len(metadata.classes.size_edges) + 1
-                shapes = ((sizes, _RUN_CLASSES - 1), (sizes, _RUN_CLASSES + 1, _RUN_CLASSES))
+                shapes = (
+                    (sizes, _RUN_CLASSES - 1),
+                    (sizes, _RUN_CLASSES),
+                    (sizes, _RUN_CLASSES + 1, _RUN_CLASSES),
+                )
                 if run_classes.shape not in shapes:
                     raise ValueError(
-                        f"run classes of shape {run_classes.shape}, expected "
-                        f"{shapes[0]} or {shapes[1]}"
+                        f"run classes of shape {run_classes.shape}, expected one of {shapes}"
                     )
         return cls(metadata, columns, network, shares, rates, run_classes)
 

@@ -5,6 +5,7 @@ the previous value, not a fresh one within its bin."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +101,20 @@ def test_a_model_file_from_before_the_copy_gates_still_samples(
     assert isinstance(old, SequenceModel)
     assert not old.network.repeat
     assert len(generate(old, 300, seed=2).table) == 300
+
+
+def test_a_trace_without_user_ids_gets_no_copy_gates_and_no_chains(
+    sdsc_trace: Trace, tmp_path: Path
+) -> None:
+    # ALCF-Theta's log has no user ids: its classes are sizes alone, whose "previous job"
+    # is anyone's, so resubmissions are not modelled (a draw of it read -28% with them).
+    table = dataclasses.replace(sdsc_trace.table, user=np.full(len(sdsc_trace.table), -1))
+    anonymous = dataclasses.replace(sdsc_trace, table=table)
+    model = SequenceModel.fit(anonymous, seed=0, epochs=1)
+    assert not model.network.repeat
+    assert model.metadata.options["repeat"] is False
+    assert model.run_classes is not None
+    assert model.run_classes.shape == (len(model.metadata.classes.size_edges) + 1, 5)
+    loaded = load_model(save_model(model, tmp_path / "anonymous.pt"))
+    assert isinstance(loaded, SequenceModel) and not loaded.network.repeat
+    assert len(generate(loaded, 300, seed=1).table) == 300
