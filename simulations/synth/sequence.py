@@ -33,7 +33,8 @@ Here a job is the next step of a sequence, factorized in time order:
    bin: HPC2N-2002's fit 1 repeated a user's request token in 77% of the pairs within the
    hour but the value in 63%, real 88% / 88%). The run-fraction draw is also held to the
    training trace's run classes per size class and per run class of the class's previous
-   job (:class:`_RunClassFeedback`), so short-run jobs come in failure chains.
+   job (:class:`_RunClassFeedback`), so short-run jobs come in failure chains. A trace
+   without user ids (ALCF-Theta's) gets neither: its classes are sizes alone.
 
 Every column is a token (REaLTabFormer, which seed 003 found best on marginals and
 correlations, also generates tabular rows as token sequences): categorical columns
