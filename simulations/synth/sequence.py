@@ -106,6 +106,9 @@ _SLOT_NUMERIC = 3  # per slot: present, log time since its user's last job, log 
 _HEADS = ("gap", "session", "class", "procs", "request", "fraction", "status")
 # The job heads that may copy the class's previous job's token (its columns in class_previous).
 _COPIED = ("procs", "request", "fraction")
+# Of those, the ones whose value a repeated token repeats (a resubmission asks the same; it
+# does not run the same), first in _COPIED's order.
+_VALUE_COPIED = ("procs", "request")
 
 
 @dataclass
@@ -1064,7 +1067,8 @@ class SequenceModel:
                 token = _draw(logits, u[4 + 2 * k], weights)
                 feedback.drawn(head, token)
                 tokens[head] = token
-                if copied and k < 2 and token == class_previous[k] and label in last_values:
+                repeated = copied and token == class_previous[k]
+                if repeated and head in _VALUE_COPIED and label in last_values:
                     values.append(last_values[label][k])
                 else:
                     values.append(by_name[column].decode(token, u[5 + 2 * k]))
@@ -1072,10 +1076,11 @@ class SequenceModel:
                 job = np.concatenate([job, emb[head][token], *same])
             rows[i] = values
             if repeat:
-                last_values[label] = values[1:3]
+                last_values[label] = values[1 : 1 + len(_VALUE_COPIED)]
             if run_feedback is not None:
-                run_feedback.drawn(size_class, previous_run, values[3] * values[2])
-                last_run_class[label] = int(run_class(values[3] * values[2], run_feedback.edges))
+                run_s = values[3] * values[2]
+                run_feedback.drawn(size_class, previous_run, run_s)
+                last_run_class[label] = int(run_class(run_s, run_feedback.edges))
             work = job_work(values[1], values[2], values[3], procs_total)
             if load is not None:
                 drawn_op_s += op_gap
