@@ -32,9 +32,23 @@ Here a job is the next step of a sequence, factorized in time order:
    repeats the previous value (a bin's token alone would draw a new value within the
    bin: HPC2N-2002's fit 1 repeated a user's request token in 77% of the pairs within the
    hour but the value in 63%, real 88% / 88%). The run-fraction draw is also held to the
-   training trace's run classes per size class and per run class of the class's previous
-   job (:class:`_RunClassFeedback`), so short-run jobs come in failure chains. A trace
-   without user ids (ALCF-Theta's) gets neither: its classes are sizes alone.
+   training trace's run classes per size class, per run class of the class's previous
+   job and per request class (:class:`_RunClassFeedback`), so short-run jobs come in
+   failure chains, and those asking hours as often as the trace's.
+
+Users submit **runs of identical jobs** (HPC2N-2002: 72% of the jobs repeat the same
+user's previous one, class, processors and request, a median 5 s after it; 174 runs reach
+100 jobs): the trunk sees how long the previous job's run is, the session head each slot
+user's, the job heads the class's; and an **again** head, after the session head, decides
+whether a continued session's job repeats its user's last one whole (class, processors
+and request, values too), or is drawn by the class and job heads (whose loss leaves the
+repeated jobs out). Drawn without it, the runs broke off too often: a user's next job
+within the hour changed shape after a run of 5-10 jobs in 11% of cases (real 6%), and the
+50th and later jobs of a run were 6% of the jobs (real 19%; with the head 6% and 9%).
+
+A trace without user ids (ALCF-Theta's) gets none of the resubmission structure (copy
+gates, run classes per previous run class and request class, runs, again): its classes
+are sizes alone, whose "previous job" is anyone's.
 
 Every column is a token (REaLTabFormer, which seed 003 found best on marginals and
 correlations, also generates tabular rows as token sequences): categorical columns
@@ -198,10 +212,32 @@ class TokenColumn:
         )
 
 
-# History numbers before a job: last gaps, position, queue state, session slots.
-_NUMERIC = _LAST_GAPS + _POSITION_BINS + QUEUE_NUMBERS + _SLOTS * _SLOT_NUMERIC
+# Per slot after the numbers above: its user's run of identical jobs (below).
+_SLOT_BLOCK = _SLOTS * (_SLOT_NUMERIC + 1)
+# History numbers before a job: last gaps, position, queue state, session slots, and the
+# previous job's run of identical jobs. A file fitted before the runs (no "runs" option)
+# sees the numbers up to _NUMERIC_BEFORE_RUNS.
+_NUMERIC = _LAST_GAPS + _POSITION_BINS + QUEUE_NUMBERS + _SLOT_BLOCK + 1
+_NUMERIC_BEFORE_RUNS = _LAST_GAPS + _POSITION_BINS + QUEUE_NUMBERS + _SLOTS * _SLOT_NUMERIC
 _QUEUE_AT = _LAST_GAPS + _POSITION_BINS  # where the queue numbers start
-_CLASS_NUMERIC = 3  # has history, log time since, log jobs in 24 h
+# has history, log time since, log jobs in 24 h, log run of identical jobs
+_CLASS_NUMERIC = 4
+_CLASS_NUMERIC_BEFORE_RUNS = 3
+
+
+def _widths(runs: bool) -> tuple[int, int, int]:
+    """The history, slot and class numbers' widths, with the runs of identical jobs or
+    (a file from before them) without."""
+    if runs:
+        return _NUMERIC, _SLOT_BLOCK, _CLASS_NUMERIC
+    return _NUMERIC_BEFORE_RUNS, _SLOTS * _SLOT_NUMERIC, _CLASS_NUMERIC_BEFORE_RUNS
+
+
+def _run_number(run: int) -> float:
+    """A run of ``run`` identical jobs as a network input (a run of 1: 0.14; of 100: 0.92)."""
+    return math.log1p(run) / 5.0
+
+
 _NEW_SESSION = _SLOTS  # the session token that starts a new session
 
 
@@ -260,8 +296,12 @@ class _History:
         vocab: dict[str, int],
         users: _Users,
         queue: QueueState,
+        *,
+        runs: bool,
     ) -> None:
         self.clock = clock
+        self.runs = runs
+        self.widths = _widths(runs)
         self.queue = queue
         self.operational = operational
         self.span_s = max(span_s, 1.0)
@@ -275,11 +315,17 @@ class _History:
         self.class_times: dict[int, deque[float]] = {}
         self.recent: list[int] = []  # user indices, the most recently active first
         self.user_last: dict[int, tuple[float, int, int]] = {}  # time, class, session jobs
+        # Runs of identical jobs: the same class, processors and request tokens, each
+        # within a session gap of the one before (HPC2N-2002: 72% of the jobs repeat the
+        # user's previous one, a median 5 s after it; 174 runs reach 100 jobs).
+        self.user_run: dict[int, tuple[tuple[int, int, int], int]] = {}  # shape, run
+        self.class_run: dict[int, tuple[tuple[int, int], int]] = {}
+        self.previous_run = 0
 
     def slots(self, at_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per slot at ``at_s``: numbers; its user (``no_user`` when empty); that user's
         last class (the class head's "no previous job" token when empty)."""
-        numbers = np.zeros(_SLOTS * _SLOT_NUMERIC, dtype=np.float32)
+        numbers = np.zeros(self.widths[1], dtype=np.float32)
         users = np.full(_SLOTS, self.no_user, dtype=np.int64)
         classes = np.full(_SLOTS, self.none["class"], dtype=np.int64)
         for k, user in enumerate(self.recent):
@@ -290,20 +336,30 @@ class _History:
                 math.log1p(since) / 12.0,
                 math.log1p(run) / 4.0,
             )
+            if self.runs:
+                numbers[_SLOTS * _SLOT_NUMERIC + k] = _run_number(self.user_run[user][1])
             users[k], classes[k] = user, label
         return numbers, users, classes
+
+    def last_shape(self, user: int) -> tuple[int, int, int] | None:
+        """The class, processors and request tokens of ``user``'s last job (None: none)."""
+        run = self.user_run.get(user)
+        return None if run is None else run[0]
 
     def session_token(self, user: int) -> int:
         return self.recent.index(user) if user in self.recent else _NEW_SESSION
 
     def context(self) -> tuple[np.ndarray, list[int], int, int]:
         """Numbers, previous tokens, hour and weekday of the last submission."""
-        numbers = np.zeros(_NUMERIC, dtype=np.float32)
+        numbers = np.zeros(self.widths[0], dtype=np.float32)
         numbers[:_LAST_GAPS] = [math.log1p(g) / 10.0 for g in self.gaps]
         position = min(int(self.now_s / self.span_s * _POSITION_BINS), _POSITION_BINS - 1)
         numbers[_LAST_GAPS + position] = 1.0
         numbers[_QUEUE_AT : _QUEUE_AT + QUEUE_NUMBERS] = self.queue.numbers()
-        numbers[_QUEUE_AT + QUEUE_NUMBERS :] = self.slots(self.now_s)[0]
+        slots_at = _QUEUE_AT + QUEUE_NUMBERS
+        numbers[slots_at : slots_at + self.widths[1]] = self.slots(self.now_s)[0]
+        if self.runs and self.previous_run:
+            numbers[-1] = _run_number(self.previous_run)
         hour, weekday = self.clock.hour_and_weekday_at(self.now_s)
         return numbers, list(self.previous), hour, weekday
 
@@ -316,11 +372,16 @@ class _History:
                 recent.popleft()
         if last is None:
             return (
-                np.zeros(_CLASS_NUMERIC, dtype=np.float32),
+                np.zeros(self.widths[2], dtype=np.float32),
                 [self.none["procs"], self.none["request"], self.none["fraction"]],
             )
         since = max(at_s - last[0], 0.0)
-        numbers = [1.0, math.log1p(since) / 12.0, math.log1p(len(recent or ())) / 5.0]
+        numbers = [
+            1.0,
+            math.log1p(since) / 12.0,
+            math.log1p(len(recent or ())) / 5.0,
+            _run_number(self.class_run[label][1]),
+        ][: self.widths[2]]
         return np.array(numbers, dtype=np.float32), [last[1], last[2], last[3]]
 
     def push(
@@ -337,6 +398,10 @@ class _History:
         self.queue.submit(self.now_s, work)
         self.gaps.append(operational_gap)
         label = tokens["class"]
+        shape = (label, tokens["procs"], tokens["request"])
+        class_last = self.class_last.get(label)
+        class_within = class_last is not None and self.now_s - class_last[0] < SESSION_GAP_S
+        self.class_run[label] = _extend(self.class_run.get(label), shape[1:], class_within)
         self.class_last[label] = (
             self.now_s,
             tokens["procs"],
@@ -346,12 +411,22 @@ class _History:
         self.class_times.setdefault(label, deque()).append(self.now_s)
         self.previous = [tokens[h] for h in ("gap", "class", "procs", "request")]
         last = self.user_last.get(user)
-        run = last[2] + 1 if last is not None and self.now_s - last[0] < SESSION_GAP_S else 1
+        within = last is not None and self.now_s - last[0] < SESSION_GAP_S
+        run = last[2] + 1 if last is not None and within else 1
         self.user_last[user] = (self.now_s, label, run)
+        self.user_run[user] = _extend(self.user_run.get(user), shape, within)
+        self.previous_run = self.user_run[user][1]
         if user in self.recent:
             self.recent.remove(user)
         self.recent.insert(0, user)
         del self.recent[_SLOTS:]
+
+
+def _extend(run: tuple[Any, int] | None, shape: Any, within: bool) -> tuple[Any, int]:
+    """A run of identical jobs after a job of ``shape``: one longer when the run's shape is
+    the same and the job came within a session gap (``within``), else a new run of 1."""
+    same = within and run is not None and run[0] == shape
+    return shape, run[1] + 1 if run is not None and same else 1
 
 
 _EMBED = 12
@@ -369,6 +444,7 @@ class _Network(nn.Module):
         *,
         job_when: bool = True,
         repeat: bool = True,
+        runs: bool = True,
     ) -> None:
         super().__init__()
         # The job's own heads (processors, request, run fraction, status) see its local hour
@@ -380,18 +456,23 @@ class _Network(nn.Module):
         # heads after them see whether each token drawn is that previous one. A file fitted
         # before (no "repeat" option) has neither.
         self.repeat = repeat
+        # ``runs``: the trunk, the session head and the job heads see the runs of identical
+        # jobs (the previous job's, each slot user's, the class's). A file fitted before
+        # (no "runs" option) sees none.
+        self.runs = runs
         flag = 1 if repeat else 0
         # +1: the "no previous job" token.
         self.embed = nn.ModuleDict({h: nn.Embedding(vocab[h] + 1, _EMBED) for h in _HEADS})
-        context = _NUMERIC + 4 * _EMBED + _WHEN
+        numeric, slots, class_numeric = _widths(runs)
+        context = numeric + 4 * _EMBED + _WHEN
         self.trunk = nn.Sequential(
             nn.Linear(context, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
         )
         inputs = {
             "gap": hidden,
-            "session": hidden + _EMBED + _SLOTS * _SLOT_NUMERIC + _WHEN,
+            "session": hidden + _EMBED + slots + _WHEN,
             "class": hidden + _EMBED + _WHEN + 2 * _EMBED,
-            "procs": hidden + 3 * _EMBED + _CLASS_NUMERIC + 3 * _EMBED + (_WHEN if job_when else 0),
+            "procs": hidden + 3 * _EMBED + class_numeric + 3 * _EMBED + (_WHEN if job_when else 0),
         }
         inputs["request"] = inputs["procs"] + _EMBED + flag
         inputs["fraction"] = inputs["request"] + _EMBED + flag
@@ -406,6 +487,14 @@ class _Network(nn.Module):
         )
         if repeat:
             self.copy = nn.ModuleDict({h: nn.Linear(inputs[h], 1) for h in _COPIED})
+        if runs:
+            # Whether a continued session's job repeats its user's last one (class,
+            # processors, request), given the class head's inputs and the slot's numbers.
+            self.again = nn.Sequential(
+                nn.Linear(inputs["class"] + _SLOT_NUMERIC + 1, head_hidden),
+                nn.ReLU(),
+                nn.Linear(head_hidden, 1),
+            )
 
 
 def _one_hot(index: torch.Tensor, size: int) -> torch.Tensor:
@@ -414,15 +503,16 @@ def _one_hot(index: torch.Tensor, size: int) -> torch.Tensor:
 
 @dataclass
 class _Batch:
-    numbers: torch.Tensor  # (n, _NUMERIC)
+    numbers: torch.Tensor  # (n, _NUMERIC), or _NUMERIC_BEFORE_RUNS: see _widths
     previous: torch.Tensor  # (n, 4) gap, class, procs, request tokens of the previous job
     when: torch.Tensor  # (n, 4) hour, weekday of the last submission; of this job
-    slot_numbers: torch.Tensor  # (n, _SLOTS * _SLOT_NUMERIC) at this job's submission
+    slot_numbers: torch.Tensor  # (n, _SLOT_BLOCK or before runs) at this job's submission
     slot_users: torch.Tensor  # (n, _SLOTS) user indices (none: empty)
     slot_class: torch.Tensor  # (n,) last class of the continued session's user (or none)
     class_numbers: torch.Tensor  # (n, _CLASS_NUMERIC)
     class_previous: torch.Tensor  # (n, 3) procs, request, fraction of the class's last job
     tokens: torch.Tensor  # (n, 7) this job's tokens, in _HEADS order
+    again: torch.Tensor  # (n,) True where a continued session's job repeats its user's last
 
     def rows(self, index: torch.Tensor | slice) -> _Batch:
         return _Batch(*(getattr(self, f)[index] for f in self.__dataclass_fields__))
@@ -456,9 +546,21 @@ def _logits(net: _Network, b: _Batch, users: _Users) -> dict[str, torch.Tensor]:
         torch.cat([h, gap, b.slot_numbers, new_when], dim=1)
     ).masked_fill(empty, _MASKED)
     session = e["session"](b.tokens[:, 1])
-    out["class"] = net.heads["class"](
-        torch.cat([h, gap, new_when, session, e["class"](b.slot_class)], dim=1)
-    ).masked_fill(~users.allowed_t(b.tokens[:, 1], b.slot_users), _MASKED)
+    class_input = torch.cat([h, gap, new_when, session, e["class"](b.slot_class)], dim=1)
+    out["class"] = net.heads["class"](class_input).masked_fill(
+        ~users.allowed_t(b.tokens[:, 1], b.slot_users), _MASKED
+    )
+    if net.runs:
+        slot = b.tokens[:, 1].clamp(max=_SLOTS - 1)
+        numbers = b.slot_numbers[:, : _SLOTS * _SLOT_NUMERIC].reshape(-1, _SLOTS, _SLOT_NUMERIC)
+        chosen = torch.cat(
+            [
+                numbers[torch.arange(slot.shape[0]), slot],
+                b.slot_numbers[:, _SLOTS * _SLOT_NUMERIC :].gather(1, slot[:, None]),
+            ],
+            dim=1,
+        )
+        out["again"] = net.again(torch.cat([class_input, chosen], dim=1))[:, 0]
     job = torch.cat(
         [
             h,
@@ -506,6 +608,7 @@ class _NumpyNet:
         self.trunk = layers(net.trunk)
         self.heads = {h: layers(m) for h, m in net.heads.items()}  # type: ignore[arg-type]
         self.copy = {h: layers([m]) for h, m in net.copy.items()} if net.repeat else {}
+        self.again = layers(net.again) if net.runs else None
 
     @staticmethod
     def mlp(
@@ -572,13 +675,25 @@ _RUN_CLASSES = _RUN_CLASS_EDGES_S.size + 1
 _EDGES_BEFORE_10_S = _RUN_CLASS_EDGES_S[1:]
 # Where a job's class has no previous job: the "previous run class" index after the others.
 _NO_PREVIOUS = _RUN_CLASSES
-# A (size class, previous run class) row with fewer jobs takes its size class's shares.
+# A (size class, previous run class) row with fewer jobs takes its size class's shares; a
+# (size class, previous run class, request class) row its (size, previous) row's.
 _MIN_ROW_JOBS = 30
+# Request classes: under an hour, under 4 h, longer. HPC2N-2002's jobs asking 4 h or more
+# ran 1-10 minutes in 4.0% of its jobs (they wait longest: 5.9 h of EASY wait), a draw
+# held to the run classes per size class alone 2.8%, and 4.9% of 10-60 minutes (2.8%).
+_REQUEST_EDGES_S = np.array([3600.0, 4 * 3600.0])
+_REQUEST_CLASSES = _REQUEST_EDGES_S.size + 1
 
 
 def run_class(run_s: np.ndarray | float, edges: np.ndarray = _RUN_CLASS_EDGES_S) -> np.ndarray:
     """Each run time's run class: 0 under ``edges[0]`` (10 s) ... ``edges.size``."""
     out: np.ndarray = np.searchsorted(edges, run_s, side="right")
+    return out
+
+
+def request_class(request_s: np.ndarray | float) -> np.ndarray:
+    """Each request's class: 0 under an hour, 1 under 4 h, 2 longer."""
+    out: np.ndarray = np.searchsorted(_REQUEST_EDGES_S, request_s, side="right")
     return out
 
 
@@ -598,6 +713,7 @@ def run_class_shares(
     run_s: np.ndarray,
     size_edges: list[int],
     previous: np.ndarray | None = None,
+    request_s: np.ndarray | None = None,
 ) -> np.ndarray:
     """The share of each run class (:data:`_RUN_CLASS_EDGES_S`) among the jobs of each size
     class (the class scheme's ``size_edges``): rows size classes, columns run classes; a
@@ -606,7 +722,10 @@ def run_class_shares(
     ``previous`` (:func:`previous_run_classes`): shares per size class and the run class
     of the job's class's previous job (a resubmitted job that failed in its first minute
     usually fails again), shape (size classes, run classes + 1, run classes); a row with
-    fewer than ``_MIN_ROW_JOBS`` jobs takes its size class's shares."""
+    fewer than ``_MIN_ROW_JOBS`` jobs takes its size class's shares. ``request_s`` too
+    (only with ``previous``): per request class (:func:`request_class`) as well, shape
+    (size classes, run classes + 1, request classes, run classes), a row with fewer jobs
+    taking its (size class, previous run class) row's shares."""
     size = np.digitize(procs, size_edges)
     run = run_class(run_s)
     counts = np.zeros((len(size_edges) + 1, _RUN_CLASSES))
@@ -619,8 +738,16 @@ def run_class_shares(
     counts = np.zeros((len(size_edges) + 1, _RUN_CLASSES + 1, _RUN_CLASSES))
     np.add.at(counts, (size, previous, run), 1.0)
     totals = counts.sum(axis=2, keepdims=True)
-    out: np.ndarray = np.where(
+    by_previous: np.ndarray = np.where(
         totals >= _MIN_ROW_JOBS, counts / np.maximum(totals, 1.0), by_size[:, None, :]
+    )
+    if request_s is None:
+        return by_previous
+    counts = np.zeros((len(size_edges) + 1, _RUN_CLASSES + 1, _REQUEST_CLASSES, _RUN_CLASSES))
+    np.add.at(counts, (size, previous, request_class(request_s), run), 1.0)
+    totals = counts.sum(axis=3, keepdims=True)
+    out: np.ndarray = np.where(
+        totals >= _MIN_ROW_JOBS, counts / np.maximum(totals, 1.0), by_previous[:, :, None, :]
     )
     return out
 
@@ -632,9 +759,10 @@ _RUN_LOG_WEIGHT = 4.0  # and how far they may go (a factor of e^4 either way)
 class _RunClassFeedback:
     """Keeps the training trace's run time per job size: the share of jobs under 10 s,
     under a minute, 10 minutes, an hour and longer within each size class (1, 2-4, 5-16
-    processors...),
-    and, given shares per previous run class (:func:`run_class_shares` with ``previous``),
-    within each size class after each run class of the class's previous job.
+    processors...), and, given shares per previous run class (:func:`run_class_shares`
+    with ``previous``), within each size class after each run class of the class's
+    previous job, and given them per request class too (``request_s``), within each of
+    those for requests under an hour, under 4 h and longer.
 
     The heads draw processors, request and run fraction in turn, and the network, trained
     for a few epochs, blurs how run time goes with size: on the first 20,000 jobs, 2.9% of
@@ -655,42 +783,56 @@ class _RunClassFeedback:
     (fit seed 1): the drawn short-run jobs came singly after long ones, not in the
     failure chains whose resubmissions run in the hole their predecessor left.
 
+    Why the request class: the run class per size class does not say which jobs run
+    short; HPC2N-2002's jobs asking 4 h or more ran 1-10 minutes in 4.0% of its jobs, and
+    waited longest (5.9 h of EASY wait against 3.0 h for all), where a draw held per size
+    class and previous run class had 2.8%.
+
     Why 10 s: bounded slowdown counts a run under 10 s as 10 s, so those jobs weigh most;
     12.2% of HPC2N-2002's jobs, 41.5 of its EASY bsld of 89.0; with the minute as the first
     edge, fit 0's draws held 9.6-9.7% and read -21% and +2%. A file from before holds four
     run classes (no 10 s edge) per size class only, and weights every previous run class
-    alike."""
+    alike; a file from before the request classes holds shares per previous run class and
+    weights every request alike."""
 
     def __init__(self, shares: np.ndarray, fraction: TokenColumn) -> None:
         shares = np.asarray(shares, dtype=np.float64)
-        # (size classes, previous run classes, run classes); one "previous" row when the
-        # shares do not depend on it.
-        self.shares = shares[:, None, :] if shares.ndim == 2 else shares
-        classes = self.shares.shape[2]
+        # (size classes, previous run classes, request classes, run classes); one
+        # "previous" or "request" row where the shares do not depend on it.
+        if shares.ndim == 2:
+            shares = shares[:, None, None, :]
+        elif shares.ndim == 3:
+            shares = shares[:, :, None, :]
+        self.shares = shares
+        classes = self.shares.shape[3]
         self.edges = _RUN_CLASS_EDGES_S if classes == _RUN_CLASSES else _EDGES_BEFORE_10_S
         self.log_weights = np.zeros_like(self.shares)
         # Each fraction token's value: an atom's own, a bin's median.
         medians = np.median(fraction.tables, axis=1) if fraction.tables.size else np.zeros(0)
         self.fraction = np.concatenate([fraction.categories, medians])[: fraction.vocab]
 
-    def _row(self, previous: int) -> int:
-        return previous if self.shares.shape[1] > 1 else 0
+    def _row(self, size_class: int, previous: int, request_s: float) -> tuple[int, int, int]:
+        _, previous_rows, request_rows, _ = self.shares.shape
+        return (
+            size_class,
+            previous if previous_rows > 1 else 0,
+            int(request_class(request_s)) if request_rows > 1 else 0,
+        )
 
     def weights(self, size_class: int, request_s: float, previous: int) -> np.ndarray:
         """One weight per fraction token for a job of ``size_class`` asking ``request_s``
         whose class's previous job ran in run class ``previous`` (``_NO_PREVIOUS``: none)."""
         run = run_class(self.fraction * request_s, self.edges)
-        out: np.ndarray = np.exp(self.log_weights[size_class, self._row(previous)])[run]
+        row = self._row(size_class, previous, request_s)
+        out: np.ndarray = np.exp(self.log_weights[row])[run]
         return out
 
-    def drawn(self, size_class: int, previous: int, run_s: float) -> None:
-        row = self._row(previous)
-        error = self.shares[size_class, row].copy()
+    def drawn(self, size_class: int, previous: int, request_s: float, run_s: float) -> None:
+        row = self._row(size_class, previous, request_s)
+        error = self.shares[row].copy()
         error[int(run_class(run_s, self.edges))] -= 1.0
-        self.log_weights[size_class, row] = np.clip(
-            self.log_weights[size_class, row] + _RUN_GAIN * error,
-            -_RUN_LOG_WEIGHT,
-            _RUN_LOG_WEIGHT,
+        self.log_weights[row] = np.clip(
+            self.log_weights[row] + _RUN_GAIN * error, -_RUN_LOG_WEIGHT, _RUN_LOG_WEIGHT
         )
 
 
@@ -750,6 +892,7 @@ class SequenceModel:
             self.vocab,
             self.users,
             QueueState(self.metadata.machine_procs, work_scale=work_scale),
+            runs=self.network.runs,
         )
 
     def _features(self, matrix: np.ndarray, labels: np.ndarray, user_ids: np.ndarray) -> _Batch:
@@ -769,14 +912,16 @@ class SequenceModel:
             + [by_name[c].encode(matrix[:, k]) for k, c in enumerate(MODEL_COLUMNS) if k > 0]
         )
         users = np.array([self.users.index[int(u)] for u in user_ids], dtype=np.int64)
-        numbers = np.zeros((n, _NUMERIC), dtype=np.float32)
+        numeric, slots, class_numeric = history.widths
+        numbers = np.zeros((n, numeric), dtype=np.float32)
         previous = np.zeros((n, 4), dtype=np.int64)
         when = np.zeros((n, 4), dtype=np.int64)
-        slot_numbers = np.zeros((n, _SLOTS * _SLOT_NUMERIC), dtype=np.float32)
+        slot_numbers = np.zeros((n, slots), dtype=np.float32)
         slot_users = np.zeros((n, _SLOTS), dtype=np.int64)
         slot_class = np.zeros(n, dtype=np.int64)
-        class_numbers = np.zeros((n, _CLASS_NUMERIC), dtype=np.float32)
+        class_numbers = np.zeros((n, class_numeric), dtype=np.float32)
         class_previous = np.zeros((n, 3), dtype=np.int64)
+        again = np.zeros(n, dtype=bool)
         for i in range(n):
             numbers[i], previous[i], when[i, 0], when[i, 1] = history.context()
             op_gap = float(matrix[i, 0]) if i else 0.0
@@ -787,6 +932,8 @@ class SequenceModel:
             tokens[i, 1] = session
             slot_class[i] = classes[session] if session < _SLOTS else self.vocab["class"]
             class_numbers[i], class_previous[i] = history.class_context(int(tokens[i, 2]), at)
+            shape = (int(tokens[i, 2]), int(tokens[i, 3]), int(tokens[i, 4]))
+            again[i] = session < _SLOTS and history.last_shape(int(users[i])) == shape
             row = dict(zip(_HEADS, (int(t) for t in tokens[i]), strict=True))
             work = job_work(matrix[i, 1], matrix[i, 2], matrix[i, 3], procs_total)
             history.push(at - history.now_s, op_gap, row, int(users[i]), work)
@@ -800,6 +947,7 @@ class SequenceModel:
             torch.from_numpy(class_numbers),
             torch.from_numpy(class_previous),
             torch.from_numpy(tokens),
+            torch.from_numpy(again),
         )
 
     @classmethod
@@ -850,6 +998,7 @@ class SequenceModel:
             "min_class_jobs": min_class_jobs,
             "job_when": True,
             "repeat": users_known,
+            "runs": users_known,
             "span_s": float(submit[-1]),
             "session_slots": _SLOTS,
             "queue_numbers": QUEUE_NUMBERS,
@@ -871,7 +1020,9 @@ class SequenceModel:
         vocab = cls._vocab(columns, len(data.scheme.classes))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            network = _Network(vocab, hidden, head_hidden, job_when=True, repeat=users_known)
+            network = _Network(
+                vocab, hidden, head_hidden, job_when=True, repeat=users_known, runs=users_known
+            )
         placeholder = {h: np.ones(vocab[h]) / vocab[h] for h in _HEADS}
         run_s = np.minimum(trace.table.run_s, trace.table.requested_time_s)
         run_classes = run_class_shares(
@@ -879,6 +1030,7 @@ class SequenceModel:
             run_s,
             data.scheme.size_edges,
             previous=previous_run_classes(data.labels, run_s) if users_known else None,
+            request_s=trace.table.requested_time_s if users_known else None,
         )
         model = cls(metadata, columns, network, placeholder, rates, run_classes)
         batch = model._features(matrix, data.labels, trace.table.user)
@@ -973,7 +1125,8 @@ class SequenceModel:
         history = self._history(work_scale=1.0 / density)
         rows = np.empty((n_jobs, len(MODEL_COLUMNS)), dtype=np.float64)
         users = np.empty(n_jobs, dtype=np.int64)
-        uniforms = rng.random((n_jobs, 13))
+        # One uniform more for the "again" head (``runs``).
+        uniforms = rng.random((n_jobs, 14 if net.again is not None else 13))
         feedback = _MarginalFeedback(self.token_shares)
         run_feedback = (
             None
@@ -987,6 +1140,7 @@ class SequenceModel:
         # class's previous one repeats its value too (a resubmitted job asks what it did;
         # a bin's token alone would draw a new value within the bin).
         last_values: dict[int, list[float]] = {}
+        user_values: dict[int, list[float]] = {}  # each user's last processors and request
         last_run_class: dict[int, int] = {}  # each class's last job's run class
         for i in range(n_jobs):
             u = uniforms[i]
@@ -1022,14 +1176,27 @@ class SequenceModel:
             session = _draw(session_logits, u[2], feedback.weights("session"))
             feedback.drawn("session", session)
             slot_class = slot_classes[session] if session < _SLOTS else none_class
-            class_logits = net.mlp(
-                net.heads["class"],
-                np.concatenate(
-                    [h, gap_embedding, new_when, emb["session"][session], emb["class"][slot_class]]
-                ),
+            class_input = np.concatenate(
+                [h, gap_embedding, new_when, emb["session"][session], emb["class"][slot_class]]
             )
-            class_logits[~self.users.allowed(session, slot_users)] = _MASKED
-            label = _draw(class_logits, u[3], feedback.weights("class"))
+            # A continued session's job may repeat its user's last one: its shape and values.
+            taken: tuple[tuple[int, int, int], list[float]] | None = None
+            if net.again is not None and session < _SLOTS:
+                slot_user = int(slot_users[session])
+                chosen = np.append(
+                    slot_numbers[session * _SLOT_NUMERIC : (session + 1) * _SLOT_NUMERIC],
+                    slot_numbers[_SLOTS * _SLOT_NUMERIC + session],
+                )
+                logit = net.mlp(net.again, np.concatenate([class_input, chosen]))[0]
+                shape = history.last_shape(slot_user)
+                if u[13] * (1.0 + math.exp(-logit)) < 1.0 and shape is not None:
+                    taken = shape, user_values[slot_user]
+            if taken is None:
+                class_logits = net.mlp(net.heads["class"], class_input)
+                class_logits[~self.users.allowed(session, slot_users)] = _MASKED
+                label = _draw(class_logits, u[3], feedback.weights("class"))
+            else:
+                label = taken[0][0]
             feedback.drawn("class", label)
             class_numbers, class_previous = history.class_context(label, at)
             job = np.concatenate(
@@ -1055,23 +1222,29 @@ class SequenceModel:
                     ("status", "status"),
                 )
             ):
-                weights = feedback.weights(head)
-                if head == "fraction" and run_feedback is not None:
-                    size_class = int(np.searchsorted(size_edges, values[1], side="right"))
-                    previous_run = last_run_class.get(label, _NO_PREVIOUS)
-                    weights = weights * run_feedback.weights(size_class, values[2], previous_run)
-                logits = net.mlp(net.heads[head], job)
                 copied = repeat and head in _COPIED
-                if copied and class_previous[k] < logits.size:
-                    logits[class_previous[k]] += net.mlp(net.copy[head], job)[0]
-                token = _draw(logits, u[4 + 2 * k], weights)
+                if taken is not None and head in _AGAIN_TAKES:
+                    token = taken[0][_AGAIN_TAKES.index(head)]
+                    values.append(taken[1][k])
+                else:
+                    weights = feedback.weights(head)
+                    if head == "fraction" and run_feedback is not None:
+                        size_class = int(np.searchsorted(size_edges, values[1], side="right"))
+                        previous_run = last_run_class.get(label, _NO_PREVIOUS)
+                        weights = weights * run_feedback.weights(
+                            size_class, values[2], previous_run
+                        )
+                    logits = net.mlp(net.heads[head], job)
+                    if copied and class_previous[k] < logits.size:
+                        logits[class_previous[k]] += net.mlp(net.copy[head], job)[0]
+                    token = _draw(logits, u[4 + 2 * k], weights)
+                    repeated = copied and token == class_previous[k]
+                    if repeated and head in _VALUE_COPIED and label in last_values:
+                        values.append(last_values[label][k])
+                    else:
+                        values.append(by_name[column].decode(token, u[5 + 2 * k]))
                 feedback.drawn(head, token)
                 tokens[head] = token
-                repeated = copied and token == class_previous[k]
-                if repeated and head in _VALUE_COPIED and label in last_values:
-                    values.append(last_values[label][k])
-                else:
-                    values.append(by_name[column].decode(token, u[5 + 2 * k]))
                 same = [[float(token == class_previous[k])]] if copied else []
                 job = np.concatenate([job, emb[head][token], *same])
             rows[i] = values
@@ -1079,7 +1252,7 @@ class SequenceModel:
                 last_values[label] = values[1 : 1 + len(_VALUE_COPIED)]
             if run_feedback is not None:
                 run_s = values[3] * values[2]
-                run_feedback.drawn(size_class, previous_run, run_s)
+                run_feedback.drawn(size_class, previous_run, values[2], run_s)
                 last_run_class[label] = int(run_class(run_s, run_feedback.edges))
             work = job_work(values[1], values[2], values[3], procs_total)
             if load is not None:
@@ -1087,6 +1260,7 @@ class SequenceModel:
                 drawn_work += work
                 density = float(np.clip(load * procs_total * drawn_op_s / drawn_work, 0.1, 10.0))
             user = self._user(classes[label], session, slot_users, u[12])
+            user_values[user] = values[1:3]
             users[i] = self.users.ids[user]
             history.push(gap, op_gap, tokens, user, work)
             feedback.next_job()
@@ -1147,6 +1321,7 @@ class SequenceModel:
                 int(options["head_hidden"]),
                 job_when=bool(options.get("job_when", False)),
                 repeat=bool(options.get("repeat", False)),
+                runs=bool(options.get("runs", False)),
             )
             network.load_state_dict(state["network"], strict=True)
             shares = {
@@ -1165,12 +1340,14 @@ class SequenceModel:
             if run_classes is not None:
                 run_classes = run_classes.double().numpy()
                 # Per size class in four run classes (a file from before the 10 s edge) or
-                # five (a trace without user ids), or per size class and previous run class.
+                # five (a trace without user ids), or per size class and previous run class
+                # (a file from before the request classes), or per request class too.
                 sizes = len(metadata.classes.size_edges) + 1
                 shapes = (
                     (sizes, _RUN_CLASSES - 1),
                     (sizes, _RUN_CLASSES),
                     (sizes, _RUN_CLASSES + 1, _RUN_CLASSES),
+                    (sizes, _RUN_CLASSES + 1, _REQUEST_CLASSES, _RUN_CLASSES),
                 )
                 if run_classes.shape not in shapes:
                     raise ValueError(
@@ -1179,9 +1356,27 @@ class SequenceModel:
         return cls(metadata, columns, network, shares, rates, run_classes)
 
 
+# The heads a repeated job (``again``) takes from its user's last job instead of drawing.
+_AGAIN_TAKES = ("class", "procs", "request")
+
+
 def _loss(network: _Network, batch: _Batch, users: _Users) -> torch.Tensor:
+    """Cross-entropy of every head, summed, each a mean over the rows. With the "again"
+    head (``runs``), its own over the continued sessions' rows, and a repeated job's
+    class, processors and request (taken, not drawn) count for nothing."""
     logits = _logits(network, batch, users)
     total = batch.tokens.new_zeros((), dtype=torch.float32)
+    drawn = (~batch.again).float() if network.runs else None
     for k, head in enumerate(_HEADS):
-        total = total + functional.cross_entropy(logits[head], batch.tokens[:, k])
+        if drawn is not None and head in _AGAIN_TAKES:
+            each = functional.cross_entropy(logits[head], batch.tokens[:, k], reduction="none")
+            total = total + (each * drawn).mean()
+        else:
+            total = total + functional.cross_entropy(logits[head], batch.tokens[:, k])
+    if network.runs:
+        continued = batch.tokens[:, 1] < _SLOTS
+        each = functional.binary_cross_entropy_with_logits(
+            logits["again"], batch.again.float(), reduction="none"
+        )
+        total = total + (each * continued.float()).mean()
     return total

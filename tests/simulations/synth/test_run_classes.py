@@ -21,6 +21,7 @@ from simulations.synth.sequence import (
     _draw,
     _RunClassFeedback,
     previous_run_classes,
+    request_class,
     run_class_shares,
 )
 
@@ -54,7 +55,7 @@ def test_the_feedback_brings_a_size_classs_short_jobs_back_to_the_training_share
         size = job % 2
         token = _draw(logits, float(rng.random()), feedback.weights(size, 3600.0, _NO_PREVIOUS))
         run = float(fraction.categories[token]) * 3600.0
-        feedback.drawn(size, _NO_PREVIOUS, run)
+        feedback.drawn(size, _NO_PREVIOUS, 3600.0, run)
         drawn[size].append(run < 60)
     assert np.mean(drawn[1][1000:]) == pytest.approx(0.1, abs=0.04)
     assert np.mean(drawn[0]) == pytest.approx(0.8, abs=0.03)
@@ -74,8 +75,9 @@ def test_the_model_records_its_run_classes_and_a_file_without_them_still_loads(
         run,
         sequence.metadata.classes.size_edges,
         previous=previous_run_classes(labels, run),
+        request_s=table.requested_time_s,
     )
-    assert expected.shape == (len(sequence.metadata.classes.size_edges) + 1, 6, 5)
+    assert expected.shape == (len(sequence.metadata.classes.size_edges) + 1, 6, 3, 5)
     assert sequence.run_classes is not None
     np.testing.assert_allclose(sequence.run_classes, expected)
     path = save_model(sequence, tmp_path / "sequence.pt")
@@ -97,6 +99,13 @@ def test_the_model_records_its_run_classes_and_a_file_without_them_still_loads(
     assert isinstance(per_size, SequenceModel) and per_size.run_classes is not None
     assert per_size.run_classes.ndim == 2
     assert len(generate(per_size, 200, seed=0).table) == 200
+    # A file from before the request classes keeps shares per previous run class.
+    payload["state"]["run_classes"] = torch.full((sizes, 6, 5), 0.2, dtype=torch.float64)
+    torch.save(payload, path)
+    per_previous = load_model(path)
+    assert isinstance(per_previous, SequenceModel) and per_previous.run_classes is not None
+    assert per_previous.run_classes.shape == (sizes, 6, 5)
+    assert len(generate(per_previous, 200, seed=0).table) == 200
     # Run classes of the wrong shape are named.
     payload["state"]["run_classes"] = torch.ones(2, 2, dtype=torch.float64)
     torch.save(payload, path)
@@ -147,9 +156,49 @@ def test_the_feedback_keeps_short_runs_in_chains() -> None:
         for job in range(8000):
             token = _draw(logits, float(rng.random()), feedback.weights(0, 3600.0, previous))
             run = float(fraction.categories[token]) * 3600.0
-            feedback.drawn(0, previous, run)
+            feedback.drawn(0, previous, 3600.0, run)
             if job > 2000 and previous != _NO_PREVIOUS:
                 after[previous].append(run < 60)
             previous = 0 if run < 10 else 4
         assert np.mean(after[0]) == pytest.approx(expected[0], abs=0.05)
         assert np.mean(after[4]) == pytest.approx(expected[1], abs=0.05)
+
+
+def test_run_class_shares_per_request_class() -> None:
+    # One size class, every job after a long one: 40 asking an hour or less (all short-run),
+    # 50 asking 4 h or more (10 short-run), 10 asking 2 h: too few for their own row, so
+    # they take the (size, previous) row's.
+    procs = np.ones(100, dtype=np.int64)
+    previous = np.full(100, 4)
+    request = np.array([1800.0] * 40 + [14_400.0] * 50 + [7200.0] * 10)
+    run = np.array([5.0] * 40 + [5.0] * 10 + [10_000.0] * 40 + [5000.0] * 10)
+    shares = run_class_shares(procs, run, [2], previous=previous, request_s=request)
+    assert shares.shape == (2, 6, 3, 5)
+    np.testing.assert_allclose(shares[0, 4, 0], [1.0, 0.0, 0.0, 0.0, 0.0])
+    np.testing.assert_allclose(shares[0, 4, 2], [0.2, 0.0, 0.0, 0.0, 0.8])
+    np.testing.assert_allclose(shares[0, 4, 1], [0.5, 0.0, 0.0, 0.0, 0.5])
+    np.testing.assert_allclose(request_class(np.array([3599.0, 3600.0, 14_400.0])), [0, 1, 2])
+
+
+def test_the_feedback_holds_run_classes_per_request_class() -> None:
+    # A network that makes 30% of the jobs short-run whatever they ask, where the training
+    # trace had 60% of those asking under an hour and 10% of those asking 4 h or more.
+    fraction = TokenColumn(
+        "run_fraction", np.array([0.0001, 1.0]), False, np.zeros(0), np.zeros((0, 0))
+    )
+    logits = np.log(np.array([0.3, 0.7]))
+    shares = np.zeros((1, 6, 3, 5))
+    shares[0, :, :, 0] = [0.6, 0.3, 0.1]
+    shares[0, :, :, 4] = 1.0 - shares[0, :, :, 0]
+    feedback = _RunClassFeedback(shares, fraction)
+    rng = np.random.default_rng(2)
+    short: dict[float, list[bool]] = {1800.0: [], 20_000.0: []}
+    for job in range(8000):
+        request = 1800.0 if job % 2 else 20_000.0
+        weights = feedback.weights(0, request, _NO_PREVIOUS)
+        run = float(fraction.categories[_draw(logits, float(rng.random()), weights)]) * request
+        feedback.drawn(0, _NO_PREVIOUS, request, run)
+        if job > 2000:
+            short[request].append(run < 10)
+    assert np.mean(short[1800.0]) == pytest.approx(0.6, abs=0.05)
+    assert np.mean(short[20_000.0]) == pytest.approx(0.1, abs=0.05)
