@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch.nn import functional
 
+from knowledge_base.errors import InvalidInputError
 from simulations.synth import sequence as sequence_module
 from simulations.synth.columns import Trace
 from simulations.synth.generator import generate, training_data
@@ -22,11 +23,14 @@ from simulations.synth.sequence import (
     _SLOT_NUMERIC,
     _SLOTS,
     SequenceModel,
+    _AgainFeedback,
     _logits,
     _loss,
     _Network,
     _NumpyNet,
     _run_number,
+    again_shares,
+    run_length_bucket,
 )
 from simulations.synth.temporal import SESSION_GAP_S
 
@@ -188,6 +192,7 @@ def test_a_model_file_from_before_the_runs_still_samples(
     path = save_model(sequence, tmp_path / "sequence.pt")
     payload = torch.load(path, weights_only=True)
     del payload["metadata"]["options"]["runs"]
+    del payload["state"]["again_shares"]
     options = sequence.metadata.options
     plain = _Network(
         sequence.vocab, int(options["hidden"]), int(options["head_hidden"]), runs=False
@@ -204,3 +209,61 @@ def test_a_model_file_from_before_the_runs_still_samples(
     )
     assert len(generate(old, 300, seed=2).table) == 300
     assert math.isfinite(float(old.sample_sequence(50, np.random.default_rng(0))[0].sum()))
+
+
+def test_again_shares_count_repeats_per_run_length_of_continued_sessions() -> None:
+    # Continued sessions (session < slots): runs of 1 repeat in 1 of 2, runs of 3 in 2 of
+    # 2, runs of 60 in 0 of 1; a new session's job (session == slots) counts nowhere.
+    again = np.array([True, False, True, True, False, True])
+    session = np.array([0, 1, 0, 2, 0, _SLOTS])
+    user_run = np.array([1, 1, 3, 4, 60, 1])
+    shares = again_shares(again, session, user_run)
+    np.testing.assert_allclose(shares, [0.5, 1.0, 0.6, 0.6, 0.0])  # 5-9, 10-49: overall
+    np.testing.assert_array_equal(
+        run_length_bucket(np.array([0, 1, 2, 4, 5, 9, 10, 50])), [0, 0, 1, 1, 2, 2, 3, 4]
+    )
+
+
+def test_the_again_feedback_holds_repeats_per_run_length() -> None:
+    # A head that repeats 99.5% of the time whatever the run, where the training trace
+    # repeated 30% of runs of 1 and 90% of runs of 50 or more: the feedback brings both
+    # near their shares; without it a run, once started, goes on for ~200 jobs.
+    feedback = _AgainFeedback(np.array([0.3, 0.6, 0.8, 0.85, 0.9]))
+    rng = np.random.default_rng(4)
+    logit = math.log(0.995 / 0.005)
+    repeats: dict[int, list[bool]] = {1: [], 60: []}
+    for job in range(20_000):
+        run = 1 if job % 2 else 60
+        repeated = bool(rng.random() < feedback.probability(logit, run))
+        feedback.drawn(run, repeated)
+        if job > 4000:
+            repeats[run].append(repeated)
+    assert np.mean(repeats[1]) == pytest.approx(0.3, abs=0.05)
+    assert np.mean(repeats[60]) == pytest.approx(0.9, abs=0.03)
+    assert feedback.probability(-1000.0, 1) == 0.0  # no overflow
+
+
+def test_the_model_records_its_again_shares_and_refuses_bad_ones(
+    sequence: SequenceModel, tmp_path: Path
+) -> None:
+    assert sequence.again_shares is not None and sequence.again_shares.shape == (5,)
+    assert 0.0 < sequence.again_shares[0] < sequence.again_shares[2] <= 1.0
+    path = save_model(sequence, tmp_path / "sequence.pt")
+    loaded = load_model(path)
+    assert isinstance(loaded, SequenceModel) and loaded.again_shares is not None
+    np.testing.assert_allclose(loaded.again_shares, sequence.again_shares)
+    payload = torch.load(path, weights_only=True)
+    for bad, message in (
+        (torch.full((3,), 0.5, dtype=torch.float64), "again shares of shape"),
+        (torch.full((5,), 1.5, dtype=torch.float64), "outside"),
+    ):
+        payload["state"]["again_shares"] = bad
+        torch.save(payload, path)
+        with pytest.raises(InvalidInputError, match=message):
+            load_model(path)
+    # A file from before the shares were recorded samples with the head alone.
+    del payload["state"]["again_shares"]
+    torch.save(payload, path)
+    older = load_model(path)
+    assert isinstance(older, SequenceModel) and older.again_shares is None
+    assert len(generate(older, 300, seed=1).table) == 300
