@@ -45,6 +45,8 @@ and request, values too), or is drawn by the class and job heads (whose loss lea
 repeated jobs out). Drawn without it, the runs broke off too often: a user's next job
 within the hour changed shape after a run of 5-10 jobs in 11% of cases (real 6%), and the
 50th and later jobs of a run were 6% of the jobs (real 19%; with the head 6% and 9%).
+The head's repeats are held to the training trace's share per run length
+(:class:`_AgainFeedback`): left alone, a run feeds itself.
 
 A trace without user ids (ALCF-Theta's) gets none of the resubmission structure (copy
 gates, run classes per previous run class and request class, runs, again): its classes

@@ -17,7 +17,8 @@ from simulations.synth import sequence as sequence_module
 from simulations.synth.columns import Trace
 from simulations.synth.generator import generate, training_data
 from simulations.synth.model_files import load_model, save_model
-from simulations.synth.sequence import SequenceModel, _logits, _Network, _NumpyNet
+from simulations.synth.sequence import SequenceModel, _logits, _NumpyNet
+from tests.simulations.synth.older_files import older_file
 
 
 def _batch(sequence: SequenceModel, trace: Trace, n: int = 200) -> Any:
@@ -88,17 +89,7 @@ def test_a_repeated_request_token_repeats_the_value(
 def test_a_model_file_from_before_the_copy_gates_still_samples(
     sequence: SequenceModel, tmp_path: Path
 ) -> None:
-    path = save_model(sequence, tmp_path / "sequence.pt")
-    payload = torch.load(path, weights_only=True)
-    del payload["metadata"]["options"]["repeat"]
-    options = sequence.metadata.options
-    plain = _Network(
-        sequence.vocab, int(options["hidden"]), int(options["head_hidden"]), repeat=False
-    )
-    payload["state"]["network"] = plain.state_dict()
-    torch.save(payload, path)
-    old = load_model(path)
-    assert isinstance(old, SequenceModel)
+    old = older_file(sequence, tmp_path / "sequence.pt", option="repeat", repeat=False)
     assert not old.network.repeat
     assert len(generate(old, 300, seed=2).table) == 300
 

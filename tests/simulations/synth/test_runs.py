@@ -26,13 +26,13 @@ from simulations.synth.sequence import (
     _AgainFeedback,
     _logits,
     _loss,
-    _Network,
     _NumpyNet,
     _run_number,
     again_shares,
     run_length_bucket,
 )
 from simulations.synth.temporal import SESSION_GAP_S
+from tests.simulations.synth.older_files import older_file
 
 
 def _batch(sequence: SequenceModel, trace: Trace, n: int = 1500) -> Any:
@@ -189,18 +189,9 @@ def test_the_numpy_sampler_computes_the_again_head_as_torch_does(
 def test_a_model_file_from_before_the_runs_still_samples(
     sequence: SequenceModel, tmp_path: Path
 ) -> None:
-    path = save_model(sequence, tmp_path / "sequence.pt")
-    payload = torch.load(path, weights_only=True)
-    del payload["metadata"]["options"]["runs"]
-    del payload["state"]["again_shares"]
-    options = sequence.metadata.options
-    plain = _Network(
-        sequence.vocab, int(options["hidden"]), int(options["head_hidden"]), runs=False
+    old = older_file(
+        sequence, tmp_path / "sequence.pt", option="runs", state=("again_shares",), runs=False
     )
-    payload["state"]["network"] = plain.state_dict()
-    torch.save(payload, path)
-    old = load_model(path)
-    assert isinstance(old, SequenceModel)
     assert not old.network.runs and old.network.repeat
     assert old._history().widths == (
         sequence_module._NUMERIC_BEFORE_RUNS,
