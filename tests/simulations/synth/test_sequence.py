@@ -51,8 +51,10 @@ def test_a_sequence_model_gives_as_many_jobs_as_asked(sequence: SequenceModel) -
 def test_a_draw_that_stays_short_is_a_clear_error(
     sequence: SequenceModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # No margin and no second draw: thinning keeps fewer jobs than asked, and says so.
+    # No margin and no second draw: thinning keeps fewer jobs than asked, and says so (the
+    # denser draw, made when the load held the thinning back, without a margin either).
     monkeypatch.setattr(generator, "_SEQUENCE_MARGIN", 1.0)
+    monkeypatch.setattr(generator, "_DENSE_MARGIN", 1.0)
     monkeypatch.setattr(generator, "_SHORT_DRAWS", 0)
     with pytest.raises(InvalidInputError, match="kept .* of the jobs asked") as caught:
         generate(sequence, 600, seed=0)
