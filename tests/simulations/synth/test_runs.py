@@ -232,6 +232,13 @@ def test_the_again_feedback_holds_repeats_per_run_length() -> None:
     assert np.mean(repeats[1]) == pytest.approx(0.3, abs=0.05)
     assert np.mean(repeats[60]) == pytest.approx(0.9, abs=0.03)
     assert feedback.probability(-1000.0, 1) == 0.0  # no overflow
+    # It only holds repeats back: a head that repeats less than the trace did is left as
+    # it is (pushing it up made HPC2N-2002's runs heavier and its draws wider apart).
+    shy = _AgainFeedback(np.array([0.5, 0.5, 0.5, 0.5, 0.5]))
+    shy_logit = math.log(0.1 / 0.9)
+    for _ in range(2000):
+        shy.drawn(1, bool(rng.random() < shy.probability(shy_logit, 1)))
+    assert shy.probability(shy_logit, 1) == pytest.approx(0.1)
 
 
 def test_the_model_records_its_again_shares_and_refuses_bad_ones(
