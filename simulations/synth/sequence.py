@@ -1353,7 +1353,7 @@ class SequenceModel:
                 drawn_work += work
                 density = float(np.clip(load * procs_total * drawn_op_s / drawn_work, 0.1, 10.0))
             user = self._user(classes[label], session, slot_users, u[12])
-            user_values[user] = values[1:3]
+            user_values[user] = values[1 : 1 + len(_VALUE_COPIED)]
             users[i] = self.users.ids[user]
             history.push(gap, op_gap, tokens, user, work)
             feedback.next_job()
