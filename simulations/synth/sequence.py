@@ -323,6 +323,10 @@ class _History:
         self.user_run: dict[int, tuple[tuple[int, int, int], int]] = {}  # shape, run
         self.class_run: dict[int, tuple[tuple[int, int], int]] = {}
         self.previous_run = 0
+        # The last job's values of the heads a repeat copies (_VALUE_COPIED), per user and
+        # per class: sampling pushes them, training has no use for them.
+        self.user_values: dict[int, tuple[float, ...]] = {}
+        self.class_values: dict[int, tuple[float, ...]] = {}
 
     def slots(self, at_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per slot at ``at_s``: numbers; its user (``no_user`` when empty); that user's
@@ -352,6 +356,14 @@ class _History:
         """The class, processors and request tokens of ``user``'s last job (None: none)."""
         run = self.user_run.get(user)
         return None if run is None else run[0]
+
+    def last_job(self, user: int) -> tuple[tuple[int, int, int], tuple[float, ...]] | None:
+        """``user``'s last job as a repeat takes it: its class, processors and request
+        tokens, and its processors and request values (None: no job, or none pushed with
+        values)."""
+        run = self.user_run.get(user)
+        values = self.user_values.get(user)
+        return None if run is None or values is None else (run[0], values)
 
     def session_token(self, user: int) -> int:
         return self.recent.index(user) if user in self.recent else _NEW_SESSION
@@ -398,8 +410,10 @@ class _History:
         tokens: dict[str, int],
         user: int,
         work: float,
+        values: tuple[float, ...] | None = None,
     ) -> None:
-        """The job just drawn (or read): its gap, tokens, user and processor-seconds."""
+        """The job just drawn (or read): its gap, tokens, user and processor-seconds, and
+        (when sampling) its values of the heads a repeat copies."""
         self.now_s += gap_s
         self.now_op = self.operational.forward(self.now_s)
         self.queue.submit(self.now_s, work)
@@ -423,6 +437,8 @@ class _History:
         self.user_last[user] = (self.now_s, label, run)
         self.user_run[user] = _extend(self.user_run.get(user), shape, within)
         self.previous_run = self.user_run[user][1]
+        if values is not None:
+            self.user_values[user] = self.class_values[label] = values
         if user in self.recent:
             self.recent.remove(user)
         self.recent.insert(0, user)
@@ -1221,11 +1237,9 @@ class SequenceModel:
         size_edges = self.metadata.classes.size_edges
         none_class = self.vocab["class"]
         repeat = self.network.repeat
-        # Each class's last processors and request, as values: a token that repeats the
-        # class's previous one repeats its value too (a resubmitted job asks what it did;
-        # a bin's token alone would draw a new value within the bin).
-        last_values: dict[int, list[float]] = {}
-        user_values: dict[int, list[float]] = {}  # each user's last processors and request
+        # A token that repeats the class's previous one repeats its value too (a
+        # resubmitted job asks what it did; a bin's token alone would draw a new value
+        # within the bin): the history keeps each class's and user's last values.
         last_run_class: dict[int, int] = {}  # each class's last job's run class
         for i in range(n_jobs):
             u = uniforms[i]
@@ -1265,7 +1279,7 @@ class SequenceModel:
                 [h, gap_embedding, new_when, emb["session"][session], emb["class"][slot_class]]
             )
             # A continued session's job may repeat its user's last one: its shape and values.
-            taken: tuple[tuple[int, int, int], list[float]] | None = None
+            taken: tuple[tuple[int, int, int], tuple[float, ...]] | None = None
             if net.again is not None and session < _SLOTS:
                 slot_user = int(slot_users[session])
                 chosen = np.append(
@@ -1279,9 +1293,9 @@ class SequenceModel:
                     if again_feedback is None
                     else again_feedback.probability(logit, run)
                 )
-                shape = history.last_shape(slot_user)
-                if u[13] < p and shape is not None:
-                    taken = shape, user_values[slot_user]
+                last_job = history.last_job(slot_user)
+                if u[13] < p and last_job is not None:
+                    taken = last_job
                 if again_feedback is not None:
                     again_feedback.drawn(run, taken is not None)
             if taken is None:
@@ -1332,8 +1346,9 @@ class SequenceModel:
                         logits[class_previous[k]] += net.mlp(net.copy[head], job)[0]
                     token = _draw(logits, u[4 + 2 * k], weights)
                     repeated = copied and token == class_previous[k]
-                    if repeated and head in _VALUE_COPIED and label in last_values:
-                        values.append(last_values[label][k])
+                    class_values = history.class_values.get(label)
+                    if repeated and head in _VALUE_COPIED and class_values is not None:
+                        values.append(class_values[k])
                     else:
                         values.append(by_name[column].decode(token, u[5 + 2 * k]))
                 feedback.drawn(head, token)
@@ -1341,8 +1356,6 @@ class SequenceModel:
                 same = [[float(token == class_previous[k])]] if copied else []
                 job = np.concatenate([job, emb[head][token], *same])
             rows[i] = values
-            if repeat:
-                last_values[label] = values[1 : 1 + len(_VALUE_COPIED)]
             if run_feedback is not None:
                 run_s = values[3] * values[2]
                 run_feedback.drawn(size_class, previous_run, values[2], run_s)
@@ -1353,9 +1366,9 @@ class SequenceModel:
                 drawn_work += work
                 density = float(np.clip(load * procs_total * drawn_op_s / drawn_work, 0.1, 10.0))
             user = self._user(classes[label], session, slot_users, u[12])
-            user_values[user] = values[1 : 1 + len(_VALUE_COPIED)]
             users[i] = self.users.ids[user]
-            history.push(gap, op_gap, tokens, user, work)
+            copied_values = tuple(values[1 : 1 + len(_VALUE_COPIED)])
+            history.push(gap, op_gap, tokens, user, work, copied_values)
             feedback.next_job()
         return rows, users
 

@@ -80,6 +80,14 @@ def test_the_history_counts_runs_of_identical_jobs(sequence: SequenceModel) -> N
     assert history.previous_run == 1
     assert history.last_shape(user) == (2, 1, 3)
     assert history.last_shape(99) is None
+    # Training pushes no values, so there is no last job to repeat; sampling pushes them,
+    # and the user's and the class's last values are the same job's.
+    assert history.last_job(user) is None
+    history.push(5.0, 5.0, _tokens(2, 1, 3), user, 1.0, (16.0, 3600.0))
+    history.push(5.0, 5.0, _tokens(2, 1, 2), other, 1.0, (8.0, 600.0))
+    assert history.last_job(user) == ((2, 1, 3), (16.0, 3600.0))
+    assert history.last_job(other) == ((2, 1, 2), (8.0, 600.0))
+    assert history.class_values[2] == (8.0, 600.0)
 
 
 def test_again_marks_a_continued_sessions_repeat_of_its_users_last_job(
@@ -128,11 +136,17 @@ def _pushed(sequence: SequenceModel, monkeypatch: pytest.MonkeyPatch) -> list[tu
     original = sequence_module._History.push
 
     def push(
-        self: Any, gap_s: float, op_gap: float, tokens: dict[str, int], user: int, work: float
+        self: Any,
+        gap_s: float,
+        op_gap: float,
+        tokens: dict[str, int],
+        user: int,
+        work: float,
+        values: Any = None,
     ) -> None:
         shape = (tokens["class"], tokens["procs"], tokens["request"])
         pushed.append((tokens["session"], shape, user))
-        original(self, gap_s, op_gap, tokens, user, work)
+        original(self, gap_s, op_gap, tokens, user, work, values)
 
     monkeypatch.setattr(sequence_module._History, "push", push)
     return pushed
