@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import torch
 from pydantic import BaseModel, ConfigDict
 
 from knowledge_base.errors import InvalidInputError
@@ -46,8 +47,9 @@ _NAME = re.compile(r"ppo-(real|synthetic)-(\d+)\.pt")
 _TEST_SEED = 10_000  # the experiment's seeds sample synthetic traces 0, 1, ...
 
 
-def load_policy(path: Path, hidden: int = 32) -> PPOPolicy:
-    """The PPO network ``rl_experiment --save-policies`` wrote to ``path``."""
+def load_policy(path: Path) -> PPOPolicy:
+    """The PPO network ``rl_experiment --save-policies`` wrote to ``path``, its width read
+    from the file's first layer."""
     source = str(path)
     state = read_torch_file(path, what="a PPO policy file", field="policy")
     if not isinstance(state, dict):
@@ -59,6 +61,15 @@ def load_policy(path: Path, hidden: int = 32) -> PPOPolicy:
         )
     # A residual start's file carries its skip ("prior.weight"); the heuristic it started
     # from only set the skip's first values, which the file holds.
+    first = state.get("score.0.weight")
+    hidden = int(first.shape[0]) if isinstance(first, torch.Tensor) and first.ndim == 2 else 0
+    if hidden < 2:
+        raise InvalidInputError(
+            "not this PPO network's weights: no first layer (score.0.weight)",
+            source=source,
+            field="policy",
+            value=sorted(state)[:5],
+        )
     network = _Network(hidden, residual="SJF" if "prior.weight" in state else None)
     try:
         network.load_state_dict(state)

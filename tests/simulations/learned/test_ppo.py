@@ -149,8 +149,13 @@ def test_bad_sequences_and_settings_are_named(kth: Sequence) -> None:
     assert caught.value.field == "policy"
 
 
-def test_a_saved_policy_loads_and_schedules_the_same(kth: Sequence, tmp_path: Path) -> None:
-    settings = PPOSettings(epochs=1, trajectories=2, sequence_jobs=64, validation_windows=0)
+@pytest.mark.parametrize("hidden", [32, 16])
+def test_a_saved_policy_loads_and_schedules_the_same(
+    kth: Sequence, tmp_path: Path, hidden: int
+) -> None:
+    settings = PPOSettings(
+        epochs=1, trajectories=2, sequence_jobs=64, validation_windows=0, hidden=hidden
+    )
     policy, _ = train_ppo(kth.window(0, 500), settings)
     torch.save(policy.network.state_dict(), tmp_path / "ppo-real-0.pt")
     again = load_policy(tmp_path / "ppo-real-0.pt")
@@ -356,6 +361,7 @@ def test_validation_can_be_kept_apart_from_training(
         (b"not a torch file", "torch.load failed"),
         (None, "expected a network's weights"),  # a tensor, not a state dict
         ({"score.0.weight": torch.zeros(3, 3)}, "not this PPO network's weights"),
+        ({"other.weight": torch.zeros(3, 3)}, "no first layer (score.0.weight)"),
     ],
 )
 def test_a_broken_policy_file_is_named(
