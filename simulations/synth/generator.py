@@ -242,6 +242,11 @@ _SEQUENCE_MARGIN = SEQUENCE_MARGIN  # and this many more jobs, so that thinning 
 _DENSE_DENSITY = 2.5
 _DENSE_MARGIN = 2.8
 _SHORT_DRAWS = 3  # draws again, each larger, while thinning leaves fewer jobs than asked
+# Drawn once more when the survivors' short-run wait ratio (ThinningReport.short_miss) is
+# further than this from the training trace's, the closer of the two kept: the tilt cannot
+# always bring it there (HPC2N-2002 fit 1 draw 2: 0.70 untilted, 0.50 at the strongest
+# tilt, of 0.37; EASY bsld +26%). Of 12 HPC2N draws the others were within 16%.
+_SHORT_MISS = 0.25
 
 
 def _recorded(meta: SynthMetadata, name: str) -> float | None:
@@ -306,7 +311,10 @@ def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool 
     more while it is long (:func:`thin_to_load`); its real-time gaps are never rescaled,
     and ``load_factor`` stays 1. When that thinning is held back by the load
     (:class:`ThinningReport`), the jobs are drawn again, ``_DENSE_MARGIN`` times as many
-    at ``_DENSE_DENSITY`` times the load, and thinned the same way.
+    at ``_DENSE_DENSITY`` times the load, and thinned the same way. When the survivors'
+    short-run jobs wait further than ``_SHORT_MISS`` from the training trace's ratio of
+    the mean wait (which the thinning's tilt aims at), the jobs are drawn once more the
+    same way and the closer draw is kept.
     """
     if n_jobs < 1:
         raise InvalidInputError("ask for at least one job", field="jobs", value=n_jobs)
@@ -324,7 +332,8 @@ def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool 
             )
             rng = np.random.default_rng([seed, 1])
             density, margin = _DENSE_DENSITY, _DENSE_MARGIN
-            table, kept = _draw_and_thin(model, n_jobs, rng, density, margin, None)
+            report = ThinningReport()
+            table, kept = _draw_and_thin(model, n_jobs, rng, density, margin, report)
         for attempt in range(_SHORT_DRAWS):
             if len(table) >= n_jobs:
                 break
@@ -332,7 +341,8 @@ def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool 
             margin *= 1.2 * n_jobs / max(len(table), 1)
             log.info("thinning kept %d of %d jobs: drawing %.1fx", len(table), n_jobs, margin)
             rng = np.random.default_rng([seed, 2 + attempt])
-            table, kept = _draw_and_thin(model, n_jobs, rng, density, margin, None)
+            report = ThinningReport()
+            table, kept = _draw_and_thin(model, n_jobs, rng, density, margin, report)
         if len(table) < n_jobs:
             raise InvalidInputError(
                 f"thinning to the model's load kept {len(table)} of the jobs asked, "
@@ -340,6 +350,17 @@ def generate(model: TraceModel, n_jobs: int, *, seed: int = 0, match_load: bool 
                 field="jobs",
                 value=n_jobs,
             )
+        if report.short_miss > _SHORT_MISS:
+            log.info(
+                "short-run jobs wait %s of the mean wait, %.2f asked: drawing again",
+                "no ratio" if report.short_ratio is None else f"{report.short_ratio:.2f}",
+                report.short_target,
+            )
+            again = ThinningReport()
+            rng = np.random.default_rng([seed, 2 + _SHORT_DRAWS])
+            other, other_kept = _draw_and_thin(model, n_jobs, rng, density, margin, again)
+            if len(other) >= n_jobs and again.short_miss < report.short_miss:
+                table, kept = other, other_kept
     else:
         if isinstance(model, SequenceTraceModel):
             rows, users = model.sample_sequence(n_jobs, rng)

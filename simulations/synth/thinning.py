@@ -46,10 +46,26 @@ class ThinningReport:
     the short-run tilt, when there was one). ``held_back_by_load``, from the first
     search: the survivors' queue is longer than asked, and a stronger admission came
     closer to it but left too little load (the draw has too few jobs arriving into an
-    empty queue; a denser draw has more), or no admission tried left the load."""
+    empty queue; a denser draw has more), or no admission tried left the load.
+    ``short_ratio`` and ``short_target``: the survivors' short-run wait ratio (the one the
+    tilt brings to the target from either side, :func:`_tilt_short_sessions`) and the
+    target; None when none was asked (or, for the ratio, the survivors have none)."""
 
     strength: float | None = None
     held_back_by_load: bool = False
+    short_ratio: float | None = None
+    short_target: float | None = None
+
+    @property
+    def short_miss(self) -> float:
+        """How far the survivors' short-run ratio is from the one asked, relative: 0 when
+        none was asked, infinite when the survivors have no ratio (no short-run jobs, or
+        no wait)."""
+        if not self.short_target:
+            return 0.0
+        if self.short_ratio is None:
+            return math.inf
+        return abs(self.short_ratio / self.short_target - 1.0)
 
 
 CAP = 1.1  # no trailing week offers more than this times the training trace's load
@@ -452,6 +468,9 @@ class _Admission:
                 self._log("strength searched again", keep, strength, tilt, wait, short)
         if report is not None:
             report.strength = strength
+            if short is not None and short[2]:  # an older file's one-way ratio: not judged
+                report.short_ratio = short[0](self.survivors(keep), self.machine_procs)
+                report.short_target = short[1]
         return keep
 
     def _log(

@@ -3,6 +3,7 @@ determinism, model files, and load matching that never slides the clock."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from simulations.synth.load import offered_load
 from simulations.synth.model_files import load_model, save_model
 from simulations.synth.sequence import _WHEN, SequenceModel, _logits, _NumpyNet
 from simulations.synth.temporal import compare_time
-from simulations.synth.thinning import thin_to_load
+from simulations.synth.thinning import ThinningReport, thin_to_load
 from tests.simulations.synth.tables import big_and_small, job_table
 
 
@@ -39,6 +40,52 @@ def test_sampled_traces_obey_the_constraints_and_start_at_the_real_t0(
     # The first synthetic job is submitted when the first real one was.
     assert back.table.start_s == sdsc_trace.table.start_s > 0
     assert back.clock == sdsc_trace.clock
+
+
+@pytest.mark.parametrize(
+    ("ratios", "draws", "kept"),
+    [
+        ((0.40, 0.30), 1, 0),  # 8% off: one draw
+        ((0.60, 0.40), 2, 1),  # 62% off: drawn again, the second (8% off) kept
+        ((0.50, 0.80), 2, 0),  # drawn again, the first still the closer
+        ((0.60, None), 2, 0),  # the second has no short-run jobs: the first kept
+        ((None, 0.36), 2, 1),  # nor the first: drawn again
+    ],
+)
+def test_a_draw_whose_short_run_jobs_miss_their_wait_is_drawn_once_more(
+    sequence: SequenceModel,
+    monkeypatch: pytest.MonkeyPatch,
+    ratios: tuple[float | None, ...],
+    draws: int,
+    kept: int,
+) -> None:
+    # The thinning reports the survivors' short-run wait ratio against the target (0.37
+    # here); further than _SHORT_MISS off, generate draws once more, on a fresh stream at
+    # the same density, and keeps the closer of the two.
+    real_thin = generator.thin_to_load
+    tables: list[Any] = []
+
+    def thin(table: Any, **options: Any) -> tuple[Any, float]:
+        report = options.get("report")
+        out = real_thin(table, **options)
+        if report is not None:
+            report.held_back_by_load = False
+            report.short_ratio, report.short_target = ratios[len(tables)], 0.37
+        tables.append(out[0])
+        return out
+
+    monkeypatch.setattr(generator, "thin_to_load", thin)
+    sample = generate(sequence, 300, seed=1)
+    assert len(tables) == draws
+    assert sample.table is tables[kept]
+
+
+def test_the_thinning_reports_the_short_run_ratio_it_left() -> None:
+    report = ThinningReport(short_ratio=0.5, short_target=0.4)
+    assert report.short_miss == pytest.approx(0.25)
+    assert ThinningReport(short_ratio=None, short_target=0.4).short_miss == math.inf
+    assert ThinningReport(short_ratio=0.5).short_miss == 0.0  # none asked
+    assert ThinningReport().short_miss == 0.0
 
 
 def test_a_sequence_model_gives_as_many_jobs_as_asked(sequence: SequenceModel) -> None:
@@ -305,6 +352,7 @@ def test_a_draw_held_back_by_the_load_is_drawn_again_denser(
             out = real_thin(table, **options)
             if report is not None:
                 report.held_back_by_load = held_back
+                report.short_target = None  # no short-run wait asked: no third draw
             return out
 
         return thin

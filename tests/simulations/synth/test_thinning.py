@@ -497,14 +497,18 @@ def test_short_run_sessions_are_tilted_to_the_wait_ratio_asked_from_either_side(
     before = short_wait_ratio(alike, 64)
     assert before is not None
     for asked in (before - 0.25, before + 0.25):
+        report = ThinningReport()
         tilted, _ = thin_to_load(
             table,
             rng=np.random.default_rng(1),
             short_wait_target=asked,
+            report=report,
             **kwargs,  # type: ignore[arg-type]
         )
         after = short_wait_ratio(tilted, 64)
         assert after is not None
+        # The report carries the ratio left, for generate to judge the draw by.
+        assert (report.short_ratio, report.short_target) == (pytest.approx(after), asked)
         assert abs(after - asked) < abs(before - asked) / 2
         assert short_run(tilted).mean() == pytest.approx(short_run(alike).mean(), abs=0.05)
         assert offered_load(tilted, 64) == pytest.approx(target, rel=0.05)
@@ -583,6 +587,7 @@ def test_the_report_gives_the_strength_of_the_jobs_kept_after_the_tilt(
         if tilted and np.array_equal(table.submit_s[keep][: len(thinned)], thinned.submit_s)
     }
     assert report.strength in kept_at
+    assert report.short_target is None  # an older file's one-way ratio is not judged
 
 
 def test_each_thinning_step_logs_its_wait_and_ratio_at_debug(
