@@ -64,6 +64,7 @@ _HEAVY = (
 # Backward kernels that are a multiple of a forward kernel's time.
 _FACTOR = {
     "native_layer_norm_backward": 2.0,
+    "native_batch_norm_backward": 2.0,
     "_softmax_backward_data": 1.5,
     "_log_softmax_backward_data": 1.5,
 }
@@ -206,7 +207,7 @@ def kernels_of(graph: GraphModule) -> GpuKernels:
             width = x.shape[-1] if x.dim() else 1
             kernels.add("softmax", is_bw, _FACTOR.get(name, 1.0), B=x.numel() // width, H=width)
         else:
-            _elementwise(kernels, node, name, is_bw)
+            _elementwise(kernels, node, name, is_bw, factor=_FACTOR.get(name, 1.0))
     return kernels
 
 
