@@ -2,8 +2,10 @@
 
 Matrix products become ``linear`` (``mm``/``addmm``: one [M, K] x [K, N] product) or
 ``bmm``; convolutions ``conv`` (a backward is one forward-sized convolution per gradient
-it computes); layer norm ``ln`` (its backward twice a forward: it reads the input and the
-incoming gradient and reduces for the affine gradients); softmax and log-softmax
+it computes, and its bias gradient a reduction of its own, as CUDA runs it); layer norm
+``ln`` (its backward twice a forward: it reads the input and the incoming gradient and
+reduces for the affine gradients; batch norm's backward, an element-wise kernel, the
+same); softmax and log-softmax
 ``softmax`` (backward 1.5x: three tensors moved instead of two); everything else that
 moves data is an ``elementwise`` kernel over its largest tensor, with as many tensor
 inputs as it reads (at most two) and transcendental math where the name says so. View
@@ -255,8 +257,12 @@ def _conv(kernels: GpuKernels, name: str, args: list[Any], is_bw: bool, node: No
     else:
         x, w = args[1], args[2]
         stride, padding, groups = args[4], args[5], args[9]
-        mask = args[10] if len(args) > 10 else [True, True, True]
-        count = float(sum(bool(m) for m in list(mask)[:2]))
+        mask = list(args[10]) if len(args) > 10 else [True, True, True]
+        count = float(sum(bool(m) for m in mask[:2]))
+        if len(mask) > 2 and mask[2] and isinstance(args[0], Tensor):
+            # The bias gradient: CUDA sums the incoming gradient over batch and space in a
+            # kernel of its own (the CPU's convolution_backward does it inside).
+            kernels.add("elementwise", True, N=float(args[0].numel()), Inputs=1.0, Heavy=0.0)
     if x.dim() != 4 or groups != 1:
         _elementwise(kernels, node, name, is_bw, factor=max(count, 1.0))
         return

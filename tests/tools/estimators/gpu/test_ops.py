@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from knowledge_base.errors import InvalidInputError
-from tools.estimators.gpu.ops import kernels_of
+from tools.estimators.gpu.ops import GpuKernels, kernels_of
 from tools.estimators.gpu.trace import trace_training_step
 from tools.profiling.zoo.registry import TrainingTask
 
@@ -68,6 +68,30 @@ def test_batch_norm_backward_is_two_passes_like_layer_norm() -> None:
     assert factors == [(2.0, True)]
 
 
+def test_a_convolution_bias_gradient_is_a_reduction_of_its_own() -> None:
+    # CUDA sums the incoming gradient for a convolution's bias in a kernel of its own
+    # (an H100 profile of VGG-11: one aten::sum per layer with a bias).
+    def traced(bias: bool) -> GpuKernels:
+        with torch.device("meta"):
+            model = nn.Sequential(nn.Conv2d(3, 8, 3, bias=bias), nn.Flatten())
+        x = torch.empty(4, 3, 8, 8, device="meta")
+        task = TrainingTask(model, (x,), torch.empty(4, dtype=torch.long, device="meta"))
+        return kernels_of(trace_training_step(task))
+
+    def reductions(kernels: GpuKernels) -> list[tuple[float, float, bool]]:
+        columns = kernels.columns("elementwise")
+        return [
+            (n, inputs, backward)
+            for n, inputs, backward in zip(
+                columns["N"], columns["Inputs"], kernels.backward["elementwise"], strict=True
+            )
+            if n == 4 * 8 * 6 * 6  # the convolution's output (and incoming gradient)
+        ]
+
+    with_bias, without = reductions(traced(True)), reductions(traced(False))
+    assert sorted(with_bias) == sorted([*without, (4 * 8 * 6 * 6, 1.0, True)])
+
+
 def test_forward_only_has_no_backward_kernels() -> None:
     kernels = kernels_of(trace_training_step(_task(4), backward=False))
     assert not any(flag for flags in kernels.backward.values() for flag in flags)
@@ -114,7 +138,7 @@ def test_a_recurrent_model_counts_no_host_operators() -> None:
     """cuDNN runs a recurrent layer as one call; the trace unrolls it."""
     from torch import nn
 
-    from tools.estimators.gpu.ops import kernels_of
+    from tools.estimators.gpu.ops import GpuKernels, kernels_of
     from tools.estimators.gpu.trace import trace_training_step
     from tools.profiling.zoo.registry import TrainingTask
 
