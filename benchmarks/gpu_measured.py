@@ -19,6 +19,11 @@ row of ``tools/estimators/gpu/specs.py``'s datasheets):
   ``max_memory_reserved`` after two steps, and the CUDA context the estimate assumes for
   the GPU's generation against the device memory the process held outside the allocator.
 
+- **per operator**, where a ``*-kernels.jsonl`` (the PyTorch profiler's self device time
+  of one step, per operator) lies beside the steps: each ATen operator's priced time
+  beside its measured one, summed over the profiled configurations (the optimizer's
+  ``_foreach_*`` calls beside the priced update).
+
 The H100 is none of the GPUs the time model was fitted on (P4, P100, T4, V100, A100), so
 these are held-out figures; nothing here is fitted.
 """
@@ -46,7 +51,7 @@ from tools.estimators.gpu.correction import (
     fit_correction,
 )
 from tools.estimators.gpu.estimator import load_step_model
-from tools.estimators.gpu.ops import kernels_of
+from tools.estimators.gpu.ops import GpuKernels, kernels_by_operator, kernels_of
 from tools.estimators.gpu.specs import GpuSpec, datasheet_spec
 from tools.estimators.gpu.trace import trace_training_step
 from tools.estimators.gpu_memory.context import gpu_generation
@@ -370,6 +375,98 @@ def correction_report(fit_on: list[GpuStepRow], heldout: dict[str, list[GpuStepR
     return "\n".join(lines)
 
 
+# What a CUDA profile calls an operator the trace (on the CPU's dispatch) names otherwise.
+_TRACED_AS = {
+    "cudnn_batch_norm": "native_batch_norm",
+    "cudnn_batch_norm_backward": "native_batch_norm_backward",
+    "cudnn_convolution": "convolution",
+    "_conv_depthwise2d": "convolution",
+    "clamp_min_": "relu_",
+    "clamp_min": "relu",
+    "clamp": "hardtanh_",
+    "_efficient_attention_forward": "_scaled_dot_product_flash_attention_for_cpu",
+    "_efficient_attention_backward": "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "_foreach_add_": "optimizer update",
+    "_foreach_mul_": "optimizer update",
+}
+
+
+def operator_report(profiles: Path, steps: dict[str, dict[str, Any]], spec: GpuSpec) -> str:
+    """Each traced operator's priced time (the shipped model, ``spec``) beside the
+    profiler's self device time of the same operator in one measured step, summed over the
+    profiled configurations; the operators only one side has, apart."""
+    model = load_step_model()
+    both: dict[str, list[float]] = {}  # operator -> [configurations, measured ms, priced ms]
+    classes: dict[str, str] = {}
+    profile_only: dict[str, float] = {}
+    traced_only: dict[str, float] = {}
+    for line in profiles.read_text().splitlines():
+        profile = json.loads(line)
+        row = steps.get(profile["key"])
+        if row is None or row["precision"] != "fp32":
+            continue
+        task = task_factory(row)(row["batch_size"])
+        priced: dict[str, float] = {}
+        for name, kernels in kernels_by_operator(trace_training_step(task)).items():
+            seconds, by_class = model.forward_backward_s(kernels, spec)
+            priced[name] = seconds * 1e3
+            classes.setdefault(name, max(by_class, key=lambda c: by_class[c]))
+        parameters = sum(p.numel() for p in task.model.parameters() if p.requires_grad)
+        update = model.estimate(
+            GpuKernels(), spec, parameters=parameters, optimizer=row["optimizer"]
+        ).optimizer_s
+        priced["optimizer update"] = update * 1e3
+        classes["optimizer update"] = "elementwise"
+        measured: dict[str, float] = {}
+        for entry in profile["ops"]:
+            if entry["op"].startswith("aten::"):
+                name = entry["op"][len("aten::") :]
+                name = _TRACED_AS.get(name, name)
+                measured[name] = measured.get(name, 0.0) + entry["self_device_us"] / 1e3
+        for name, ms in measured.items():
+            if name in priced:
+                totals = both.setdefault(name, [0.0, 0.0, 0.0])
+                totals[0] += 1
+                totals[1] += ms
+                totals[2] += priced[name]
+            else:
+                profile_only[name] = profile_only.get(name, 0.0) + ms
+        for name, ms in priced.items():
+            if name not in measured:
+                traced_only[name] = traced_only.get(name, 0.0) + ms
+    if not both:
+        return ""
+    lines = [
+        f"## Per operator: priced against the profiler ({profiles.name}; self device time of "
+        "one step, its top 60 entries)",
+        "| operator (as traced) | class | configurations | measured ms | priced ms | "
+        "priced/measured |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, (count, measured_ms, priced_ms) in sorted(both.items(), key=lambda i: -i[1][1]):
+        lines.append(
+            f"| {name} | {classes[name]} | {count:.0f} | {measured_ms:.2f} | {priced_ms:.2f} | "
+            f"x{priced_ms / measured_ms:.2f} |"
+        )
+    measured_total = sum(v[1] for v in both.values())
+    priced_total = sum(v[2] for v in both.values())
+    lines.append(
+        f"| all of these | | | {measured_total:.2f} | {priced_total:.2f} | "
+        f"x{priced_total / measured_total:.2f} |"
+    )
+
+    def listed(values: dict[str, float]) -> str:
+        top = sorted(values.items(), key=lambda i: -i[1])[:8]
+        return ", ".join(f"{name} {ms:.2f}" for name, ms in top) or "none"
+
+    lines += [
+        "",
+        f"Profiled, not traced (ms): {listed(profile_only)}",
+        f"Traced, not in the profile's top entries (priced ms): {listed(traced_only)}",
+    ]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -406,6 +503,10 @@ def main() -> None:
             f"{spec.bandwidth_gbs:.0f} GB/s; context assumed for {generation} "
             f"{context_mb(generation):.0f} MiB\n"
         )
+        profiles = path.with_name(path.name.replace("-steps.jsonl", "-kernels.jsonl"))
+        if profiles.exists() and "named" in sources:
+            by_key = {r["key"]: r for r in rows}
+            print(operator_report(profiles, by_key, spec) + "\n")
         everything += checked
         runs.append((provenance["measured_at"], checked, spec))
     first_at, first, spec = runs[0]

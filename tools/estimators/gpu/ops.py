@@ -29,7 +29,7 @@ from torch.fx import GraphModule, Node
 from tools.estimators.gpu.features import DIMS, OP_CLASSES
 from tools.profiling.opgraph import ALIAS_OPS
 
-__all__ = ["GpuKernels", "kernels_of"]
+__all__ = ["GpuKernels", "kernels_by_operator", "kernels_of"]
 
 # Operators that launch no kernel: the aliases, and allocation without a fill.
 _FREE = ALIAS_OPS | {
@@ -171,46 +171,69 @@ def _elementwise(
 
 def kernels_of(graph: GraphModule) -> GpuKernels:
     """Every kernel the traced step launches, by class, with shapes."""
-    kernels = GpuKernels(recurrent=bool(getattr(graph, "meta", {}).get("recurrent", False)))
+    kernels = GpuKernels(recurrent=_recurrent(graph))
     backward = _backward_nodes(graph)
-    for node in graph.graph.nodes:
-        if node.op != "call_function":
-            continue
-        name = _name(node)
-        if name in _FREE:
-            continue
-        kernels.operators[name] += 1
-        is_bw = node in backward
-        args = [_val(a) for a in node.args]
-        out = node.meta.get("val")
-        if name in ("mm", "addmm"):
-            a, b = (args[1], args[2]) if name == "addmm" else (args[0], args[1])
-            kernels.add("linear", is_bw, B=1, M=a.shape[0], N=b.shape[1], K=a.shape[1])
-        elif name in ("bmm", "baddbmm"):
-            a, b = (args[1], args[2]) if name == "baddbmm" else (args[0], args[1])
-            kernels.add("bmm", is_bw, B=a.shape[0], M=a.shape[1], N=b.shape[2], K=a.shape[2])
-        elif name in ("convolution", "convolution_backward"):
-            _conv(kernels, name, args, is_bw, node)
-        elif name.startswith("_scaled_dot_product_") and "attention" in name:
-            _attention(kernels, node, is_bw)
-        elif name in ("native_layer_norm", "native_layer_norm_backward"):
-            x = args[1] if name.endswith("backward") else args[0]
-            shape = args[2] if name.endswith("backward") else args[1]
-            width = math.prod(shape)
-            kernels.add("ln", is_bw, _FACTOR.get(name, 1.0), B=x.numel() // width, H=width)
-        elif name in (
-            "_softmax",
-            "_log_softmax",
-            "_safe_softmax",
-            "_softmax_backward_data",
-            "_log_softmax_backward_data",
-        ):
-            x = out if isinstance(out, Tensor) else args[0]
-            width = x.shape[-1] if x.dim() else 1
-            kernels.add("softmax", is_bw, _FACTOR.get(name, 1.0), B=x.numel() // width, H=width)
-        else:
-            _elementwise(kernels, node, name, is_bw, factor=_FACTOR.get(name, 1.0))
+    for node in _launching(graph):
+        _add_node(kernels, node, node in backward)
     return kernels
+
+
+def kernels_by_operator(graph: GraphModule) -> dict[str, GpuKernels]:
+    """The same kernels as ``kernels_of``, apart by the ATen operator that launches them
+    (to put each operator's priced time beside a profiler's per-operator device time)."""
+    out: dict[str, GpuKernels] = {}
+    backward = _backward_nodes(graph)
+    for node in _launching(graph):
+        kernels = out.setdefault(_name(node), GpuKernels(recurrent=_recurrent(graph)))
+        _add_node(kernels, node, node in backward)
+    return out
+
+
+def _recurrent(graph: GraphModule) -> bool:
+    return bool(getattr(graph, "meta", {}).get("recurrent", False))
+
+
+def _launching(graph: GraphModule) -> list[Node]:
+    """The step's ATen calls that launch a kernel (views and allocations launch none)."""
+    return [
+        node
+        for node in graph.graph.nodes
+        if node.op == "call_function" and _name(node) not in _FREE
+    ]
+
+
+def _add_node(kernels: GpuKernels, node: Node, is_bw: bool) -> None:
+    name = _name(node)
+    kernels.operators[name] += 1
+    args = [_val(a) for a in node.args]
+    out = node.meta.get("val")
+    if name in ("mm", "addmm"):
+        a, b = (args[1], args[2]) if name == "addmm" else (args[0], args[1])
+        kernels.add("linear", is_bw, B=1, M=a.shape[0], N=b.shape[1], K=a.shape[1])
+    elif name in ("bmm", "baddbmm"):
+        a, b = (args[1], args[2]) if name == "baddbmm" else (args[0], args[1])
+        kernels.add("bmm", is_bw, B=a.shape[0], M=a.shape[1], N=b.shape[2], K=a.shape[2])
+    elif name in ("convolution", "convolution_backward"):
+        _conv(kernels, name, args, is_bw, node)
+    elif name.startswith("_scaled_dot_product_") and "attention" in name:
+        _attention(kernels, node, is_bw)
+    elif name in ("native_layer_norm", "native_layer_norm_backward"):
+        x = args[1] if name.endswith("backward") else args[0]
+        shape = args[2] if name.endswith("backward") else args[1]
+        width = math.prod(shape)
+        kernels.add("ln", is_bw, _FACTOR.get(name, 1.0), B=x.numel() // width, H=width)
+    elif name in (
+        "_softmax",
+        "_log_softmax",
+        "_safe_softmax",
+        "_softmax_backward_data",
+        "_log_softmax_backward_data",
+    ):
+        x = out if isinstance(out, Tensor) else args[0]
+        width = x.shape[-1] if x.dim() else 1
+        kernels.add("softmax", is_bw, _FACTOR.get(name, 1.0), B=x.numel() // width, H=width)
+    else:
+        _elementwise(kernels, node, name, is_bw, factor=_FACTOR.get(name, 1.0))
 
 
 def _argument(node: Node, name: str, default: Any = None) -> Any:

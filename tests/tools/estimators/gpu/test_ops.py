@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from knowledge_base.errors import InvalidInputError
-from tools.estimators.gpu.ops import GpuKernels, kernels_of
+from tools.estimators.gpu.ops import GpuKernels, kernels_by_operator, kernels_of
 from tools.estimators.gpu.trace import trace_training_step
 from tools.profiling.zoo.registry import TrainingTask
 
@@ -58,11 +58,10 @@ def test_batch_norm_backward_is_two_passes_like_layer_norm() -> None:
     assert kernels.operators["native_batch_norm_backward"] == 1
     columns = kernels.columns("elementwise")
     largest = max(columns["N"])
+    phases = zip(kernels.factor["elementwise"], kernels.backward["elementwise"], strict=True)
     factors = [
         (factor, backward)
-        for factor, backward, n in zip(
-            kernels.factor["elementwise"], kernels.backward["elementwise"], columns["N"], strict=True
-        )
+        for (factor, backward), n in zip(phases, columns["N"], strict=True)
         if n == largest and factor != 1.0
     ]
     assert factors == [(2.0, True)]
@@ -90,6 +89,20 @@ def test_a_convolution_bias_gradient_is_a_reduction_of_its_own() -> None:
 
     with_bias, without = reductions(traced(True)), reductions(traced(False))
     assert sorted(with_bias) == sorted([*without, (4 * 8 * 6 * 6, 1.0, True)])
+
+
+def test_kernels_by_operator_are_the_same_kernels_apart() -> None:
+    graph = trace_training_step(_task(4))
+    whole = kernels_of(graph)
+    apart = kernels_by_operator(graph)
+    assert sum(k.count for k in apart.values()) == whole.count
+    assert {name: k.operators[name] for name, k in apart.items()} == dict(whole.operators)
+    assert apart["convolution"].columns("conv")["Cout"].tolist() == [8.0]
+    assert apart["native_layer_norm_backward"].factor["ln"] == [2.0]
+    for op_class in ("linear", "conv", "ln", "softmax", "elementwise"):
+        assert sorted(f for k in apart.values() for f in k.factor[op_class]) == sorted(
+            whole.factor[op_class]
+        )
 
 
 def test_forward_only_has_no_backward_kernels() -> None:
@@ -138,7 +151,7 @@ def test_a_recurrent_model_counts_no_host_operators() -> None:
     """cuDNN runs a recurrent layer as one call; the trace unrolls it."""
     from torch import nn
 
-    from tools.estimators.gpu.ops import GpuKernels, kernels_of
+    from tools.estimators.gpu.ops import kernels_of
     from tools.estimators.gpu.trace import trace_training_step
     from tools.profiling.zoo.registry import TrainingTask
 
