@@ -85,18 +85,46 @@ def _summary(pairs: list[tuple[float, float]]) -> dict[str, float]:
     }
 
 
-def gavel_points() -> list[tuple[str, str, int, float]]:
+def gavel_points(table: str = "") -> list[tuple[str, str, int, float]]:
+    """Gavel's one-GPU ResNet steps (seconds) per GPU; ``table="_unconsolidated"``: the
+    same configurations from Gavel's other table (a second reading of each)."""
     import re
 
     document = json.loads(GAVEL.read_text(encoding="utf-8"))
     pattern = re.compile(r"^\('(ResNet-18|ResNet-50) \(batch size (\d+)\)', 1\)$")
     out = []
     for gpu in GAVEL_SPECS:
-        for key, value in document[gpu].items():
+        for key, value in document[gpu + table].items():
             match = pattern.match(key)
             if match and float(value["null"]) > 0:
                 out.append((gpu, match[1], int(match[2]), 1.0 / float(value["null"])))
     return out
+
+
+def gavel_repeatability(rows: list[dict[str, Any]]) -> str:
+    """How far Gavel's own two readings of each one-GPU configuration lie apart, and ours
+    against the second reading: the floor under any model's error on these points."""
+    second = {(g, m, b): s for g, m, b, s in gavel_points("_unconsolidated")}
+    lines = [
+        "| GPU | points | Gavel's two readings apart (mean / max) | identical | ours against "
+        "the second reading |",
+        "|---|---|---|---|---|",
+    ]
+    for gpu in GAVEL_SPECS:
+        pairs = [
+            (r, second[(gpu, r["model"], r["batch"])])
+            for r in rows
+            if r["gpu"] == gpu and (gpu, r["model"], r["batch"]) in second
+        ]
+        if not pairs:
+            continue
+        apart = [abs(r["measured_s"] / other - 1) for r, other in pairs]
+        ours = _summary([(r["ours_s"], other) for r, other in pairs])
+        lines.append(
+            f"| {gpu} | {len(pairs)} | {np.mean(apart):.1%} / {max(apart):.1%} | "
+            f"{sum(a == 0 for a in apart)} | {ours['mape']:.1%} |"
+        )
+    return "\n".join(lines)
 
 
 def _gavel_task(model: str, batch: int) -> Any:
@@ -339,6 +367,7 @@ def main() -> int:
             s = _summary([(r[column], r["measured_s"]) for r in subset])
             cells.append(f"{s['mape']:.1%} (under {s['under_rate']:.2f})")
         print(f"| {gpu} | {len(subset)} | " + " | ".join(cells) + " |")
+    print("\n" + gavel_repeatability(gavel_rows))
     report["gavel"] = gavel_rows
 
     # Time of one estimate: one model on every GPU model of the seeded catalog.
