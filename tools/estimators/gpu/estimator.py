@@ -9,8 +9,11 @@ whole-model runs (``level``: isolated kernels run slower than inside a model on 
 boards). A model file without a level (older files) prices kernels with the kernel
 data's per-class levels instead.
 
-The optimizer update is element-wise over the parameters (SGD with momentum moves 5
-floats a parameter, Adam 7), priced by the element-wise model. The all-reduce of a ring
+The optimizer update is element-wise over the parameters, priced by the element-wise
+model as the floats PyTorch's default (foreach) implementations move a parameter: SGD with
+momentum 8 (scale the buffer, add the gradient to it, add it to the parameter), Adam 18
+(the first moment's lerp 3, the second's scale 2 and addcmul 3, its square root, the
+bias correction and epsilon 2 each, the parameter's addcdiv 4). The all-reduce of a ring
 over ``gpus`` moves ``2 (n-1)/n`` of the gradient bytes over the link (an assumed
 bandwidth, ``link_gbs``). p10/p50/p90 are the point times the log residuals of the
 end-to-end leave-one-GPU-out validation (each GPU predicted by a model that never saw
@@ -45,7 +48,9 @@ __all__ = [
 ]
 
 DEFAULT_MODEL_PATH = Path(__file__).resolve().parents[3] / "data" / "gpu_models" / "opcost.json"
-_OPTIMIZER_FLOATS = {"sgd": 5.0, "adam": 7.0}
+# Floats a parameter moves in torch.optim's foreach steps (torch 2.13: _multi_tensor_sgd
+# with momentum, _multi_tensor_adam; see the module's docstring).
+_OPTIMIZER_FLOATS = {"sgd": 8.0, "adam": 18.0}
 DEFAULT_LINK_GBS = 10.0  # PCIe 3.0 x16, effective (tools.planning.hardware's assumption)
 
 

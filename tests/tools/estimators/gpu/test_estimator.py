@@ -76,7 +76,9 @@ def test_adam_costs_more_than_sgd_and_several_gpus_add_an_all_reduce(
     sgd = model.estimate(kernels, P100, parameters=8_000_000, optimizer="sgd")
     adam = model.estimate(kernels, P100, parameters=8_000_000, optimizer="adam")
     four = model.estimate(kernels, P100, parameters=8_000_000, gpus=4, link_gbs=10.0)
-    assert adam.optimizer_s > sgd.optimizer_s > 0
+    # PyTorch's foreach steps: SGD with momentum moves 8 floats a parameter, Adam 18.
+    assert adam.optimizer_s / sgd.optimizer_s == pytest.approx(18 / 8)
+    assert sgd.optimizer_s > 0
     assert four.allreduce_s == pytest.approx(2 * 3 / 4 * 4 * 8e6 / 10e9)
     with pytest.raises(InvalidInputError, match="optimizer"):
         model.estimate(kernels, P100, parameters=1, optimizer="lion")
