@@ -34,6 +34,7 @@ from rightsize.wiring import knowledge_base
 
 if TYPE_CHECKING:
     from tools.estimators.gpu.promoted import ServingCorrection
+    from tools.estimators.gpu.specs import GpuSpec
 
 __all__ = ["estimate_command", "profile_app", "register"]
 
@@ -179,7 +180,10 @@ def estimate_command(
         [], "--hardware", help="local (default), all, SYSTEM or SYSTEM/PARTITION (repeatable)"
     ),
     gpu: list[str] = typer.Option(
-        [], "--gpu", help="A GPU model of the catalog's hardware table (repeatable)"
+        [],
+        "--gpu",
+        help="A GPU model of the catalog's hardware table, or a datasheet GPU no partition "
+        "has (L4, H100 SXM, T4) (repeatable)",
     ),
     gpu_spec: list[Path] = typer.Option(
         [], "--gpu-spec", help="A GPU's specs in NeuSight's device-config keys (repeatable)"
@@ -214,18 +218,18 @@ def estimate_command(
             raise InvalidInputError("must be sgd or adam", field="--optimizer", value=optimizer)
         if threads is not None and threads <= 0:
             raise InvalidInputError("must be positive", field="--threads", value=threads)
-        user = load_user_model(
-            model_file, model_class, input_shape=_shape(input_shape), num_classes=num_classes
-        )
-        # Everything about the input is checked before anything is trained or registered.
+        # Everything about the input is checked before anything is trained or registered,
+        # the GPUs asked for before the model file is loaded.
         hardware = hardware or ([] if gpu or gpu_spec else ["local"])
         needs_catalog = bool(gpu) or any(h != "local" for h in hardware)
         catalog = asyncio.run(_catalog(settings)) if needs_catalog else None
+        targets = _gpu_targets(gpu, gpu_spec, catalog)
+        user = load_user_model(
+            model_file, model_class, input_shape=_shape(input_shape), num_classes=num_classes
+        )
         # The GPU answers first: their fake-tensor trace names the operator a model
         # fails on; the CPU estimators' op graph is built only when they are asked.
-        gpu_rows = _gpu_rows(
-            settings, user, sizes, gpu, gpu_spec, catalog, epochs, samples, optimizer
-        )
+        gpu_rows = _gpu_rows(settings, user, sizes, targets, epochs, samples, optimizer)
         graphs = {size: graph_data(user.graph(size)) for size in sizes} if hardware else {}
         options = hardware_options(hardware, catalog, threads)
         if any(o.local for o in options):
@@ -280,25 +284,34 @@ async def _gpu_correction(settings: Settings) -> ServingCorrection | None:
         return await shared_chain(kb).serving_gpu_correction()
 
 
+def _gpu_targets(
+    names: list[str], spec_files: list[Path], catalog: Catalog | None
+) -> list[GpuSpec]:
+    """The GPUs ``--gpu`` / ``--gpu-spec`` ask about (an unknown name or a bad file: an
+    InvalidInputError naming it)."""
+    if not names and not spec_files:
+        return []
+    from tools.estimators.gpu.answer import gpu_targets
+
+    return gpu_targets(names, spec_files, catalog)
+
+
 def _gpu_rows(
     settings: Settings,
     user: object,
     sizes: list[int],
-    names: list[str],
-    spec_files: list[Path],
-    catalog: Catalog | None,
+    targets: list[GpuSpec],
     epochs: int,
     samples: int,
     optimizer: str,
 ) -> list[dict[str, object]]:
     """``--gpu`` / ``--gpu-spec`` answers from the per-operator GPU model (issue #16)."""
-    if not names and not spec_files:
+    if not targets:
         return []
     from tools.estimators.dnn.usermodel import UserModel
-    from tools.estimators.gpu.answer import gpu_option_estimates, gpu_targets
+    from tools.estimators.gpu.answer import gpu_option_estimates
 
     assert isinstance(user, UserModel)
-    targets = gpu_targets(names, spec_files, catalog)
     # The same answer as the planner's for the same GPU: the center's promoted correction
     # applies here too (each entry's ``correction`` says so).
     correction = asyncio.run(_gpu_correction(settings))

@@ -1,8 +1,10 @@
 """Answering "how long on this GPU?" for a model: by catalog name or by a spec file.
 
 ``gpu_targets`` resolves ``--gpu NAME`` against the catalog's GPU models (whole in any
-case, or a part of exactly one, ``H100``; an unknown name is an error listing the known
-ones, a part of several one listing those) and ``--gpu-spec FILE.json`` through NeuSight's keys.
+case, or a part of exactly one, ``H100``), then, for a name no catalog GPU has, against
+the datasheet GPUs (``specs.DATASHEET_GPUS``: ``L4``, ``H100 SXM``, ``T4``); an unknown
+name is an error listing the known ones, a part of several one listing those; and
+``--gpu-spec FILE.json`` through NeuSight's keys.
 ``gpu_option_estimates`` traces each batch size once and prices it on every GPU asked:
 per-iteration time (the per-operator model, p10/p50/p90), ``forward_backward_s`` without
 the optimizer step (what published measurements, NeuSight's among them, time), peak
@@ -28,8 +30,10 @@ from knowledge_base.errors import InvalidInputError
 from tools.estimators.gpu.estimator import GpuStepModel, Quantiles, load_step_model
 from tools.estimators.gpu.promoted import CorrectionApplied, ServingCorrection, gpu_step
 from tools.estimators.gpu.specs import (
+    DATASHEET_GPUS,
     GpuSpec,
     catalog_gpus,
+    datasheet_spec,
     load_spec_file,
     spec_for_catalog_gpu,
 )
@@ -80,24 +84,37 @@ class GpuOptionEstimate(BaseModel):
     note: str = ""
 
 
-def _catalog_gpu(name: str, known: Mapping[str, GPUSpec]) -> GPUSpec:
-    """The catalog GPU ``name`` means: a model's whole name in any case, or a part of
-    exactly one model's name."""
+def _named(name: str, known: Sequence[str]) -> str | None:
+    """The one of ``known`` that ``name`` means: a whole name in any case, or a part of
+    exactly one; None when it is part of none; a part of several is an error."""
     needle = name.strip().lower()
-    whole = next((g for model, g in known.items() if model.lower() == needle), None)
+    whole = next((model for model in known if model.lower() == needle), None)
     if whole is not None:
         return whole
     part_of = sorted(model for model in known if needle and needle in model.lower())
-    if len(part_of) == 1:
-        return known[part_of[0]]
-    if part_of:
+    if len(part_of) > 1:
         raise InvalidInputError(
             f"more than one GPU has that name in it ({'; '.join(part_of)}): give one whole",
             field="--gpu",
             value=name,
         )
+    return part_of[0] if part_of else None
+
+
+def _gpu_spec(name: str, known: Mapping[str, GPUSpec]) -> GpuSpec:
+    """The spec ``--gpu name`` means: a catalog GPU (its own figures, datasheet rest), else
+    a datasheet GPU no catalog partition has."""
+    model = _named(name, list(known))
+    if model is not None:
+        return spec_for_catalog_gpu(known[model])
+    sheet = _named(name, DATASHEET_GPUS)
+    if sheet is not None:
+        return datasheet_spec(sheet)
+    in_catalog = {model.lower() for model in known}
+    sheets = [model for model in DATASHEET_GPUS if model.lower() not in in_catalog]
     raise InvalidInputError(
-        f"unknown GPU (known: {'; '.join(sorted(known)) or 'none in the catalog'})",
+        f"unknown GPU (known: {'; '.join(sorted(known)) or 'none in the catalog'}; "
+        f"from datasheets: {'; '.join(sheets)})",
         field="--gpu",
         value=name,
     )
@@ -108,10 +125,11 @@ def gpu_targets(
 ) -> list[GpuSpec]:
     """The GPUs asked for; an unknown or ambiguous name or a bad spec file is an
     InvalidInputError. A name is a catalog GPU model, whole in any case, or a part of
-    exactly one (``H100``)."""
+    exactly one (``H100``); one no catalog GPU has is looked up among the datasheet GPUs
+    (``L4``)."""
     targets = [load_spec_file(path) for path in spec_files]
     known = catalog_gpus(catalog) if catalog is not None else {}
-    targets += [spec_for_catalog_gpu(_catalog_gpu(name, known)) for name in names]
+    targets += [_gpu_spec(name, known) for name in names]
     return targets
 
 

@@ -22,6 +22,7 @@ from knowledge_base.catalog import Catalog, GPUSpec
 from knowledge_base.errors import InvalidInputError
 
 __all__ = [
+    "DATASHEET_GPUS",
     "SPEC_FIELDS",
     "GpuSpec",
     "catalog_gpus",
@@ -120,6 +121,25 @@ _DATASHEETS: tuple[tuple[str, int, int, float, float, float, float, float], ...]
     (r"P4\b", 40, 64, 1113, 2, 5699, 192, 8),  # NeuSight counts P4 as 40 x 64
     # One GK210 die of a K80 board (what a job gets as one GPU).
     (r"K80", 13, 192, 875, 1.5, 4370, 240, 12),
+)
+
+
+# One name for each datasheet row, in the table's order (each matches its own row first):
+# what ``--gpu`` accepts beside the catalog's GPUs, so a GPU no partition has (an L4, an
+# H100 SXM) can be asked about by name.
+DATASHEET_GPUS: tuple[str, ...] = (
+    "NVIDIA H100 SXM 80GB HBM3",
+    "NVIDIA H100 PCIe 80GB",
+    "NVIDIA A100 80GB PCIe",
+    "NVIDIA A100 40GB",
+    "NVIDIA L4",
+    "NVIDIA Quadro RTX 5000",
+    "NVIDIA Tesla V100 SXM2",
+    "NVIDIA Tesla V100 PCIe",
+    "NVIDIA Tesla P100",
+    "NVIDIA Tesla T4",
+    "NVIDIA Tesla P4",
+    "NVIDIA Tesla K80 (one GK210)",
 )
 
 

@@ -13,7 +13,7 @@ from knowledge_base.errors import InvalidInputError
 from tools.estimators.gpu.answer import gpu_option_estimates, gpu_targets
 from tools.estimators.gpu.estimator import load_step_model
 from tools.estimators.gpu.ops import GpuKernels, kernels_of
-from tools.estimators.gpu.specs import GpuSpec
+from tools.estimators.gpu.specs import DATASHEET_GPUS, GpuSpec, datasheet_spec
 from tools.estimators.gpu.trace import trace_training_step
 from tools.profiling.zoo.registry import TrainingTask
 
@@ -101,6 +101,31 @@ def test_unknown_gpu_name_lists_the_known_ones() -> None:
     assert "give one whole" in str(twice.value) and "'V100'" in str(twice.value)
     with pytest.raises(InvalidInputError, match="unknown GPU"):
         gpu_targets(["  "], [], catalog)
+
+
+def test_a_gpu_no_partition_has_is_found_among_the_datasheets() -> None:
+    catalog = Catalog.model_validate_json(
+        (Path(__file__).resolve().parents[4] / "knowledge_base/seed/catalog.json").read_text()
+    )
+    l4, sxm, t4 = gpu_targets(["L4", "h100 sxm", "NVIDIA Tesla T4"], [], catalog)
+    assert (l4.name, l4.sms, l4.bandwidth_gbs, l4.l2_mb) == ("NVIDIA L4", 58, 300, 48)
+    assert (sxm.sms, sxm.fp32_gflops, sxm.bandwidth_gbs) == (132, 66908, 3350)
+    assert (t4.sms, t4.fp32_gflops) == (40, 8141)
+    # The catalog's own GPU wins where both have the name (its figures, not the sheet's).
+    (h100,) = gpu_targets(["H100"], [], catalog)
+    assert h100.name == "NVIDIA H100 PCIe 80GB"
+    # Every datasheet name reads its own row of the table: no two give the same spec.
+    specs = [datasheet_spec(name) for name in DATASHEET_GPUS]
+    assert len({(s.sms, s.fp32_gflops, s.bandwidth_gbs) for s in specs}) == len(specs)
+    # Unknown: both lists named, a datasheet GPU the catalog has listed once.
+    with pytest.raises(InvalidInputError, match="from datasheets: ") as info:
+        gpu_targets(["Voodoo 5"], [], catalog)
+    assert "NVIDIA L4" in str(info.value)
+    assert str(info.value).count("NVIDIA H100 PCIe 80GB") == 1
+    # A part of several datasheet names (and of no catalog GPU) is refused, listing them.
+    with pytest.raises(InvalidInputError, match="give one whole") as several:
+        gpu_targets(["SXM"], [], catalog)
+    assert "NVIDIA Tesla V100 SXM2" in str(several.value)
 
 
 def test_option_estimates_carry_forward_backward_and_walltime() -> None:
