@@ -11,11 +11,11 @@ end-to-end runs) are refitted without it, and it is predicted:
 2. end to end, NeuSight's whole-model runs on it (``train``: forward + backward;
    ``inf``: forward);
 
-(``--spec-features CLASSES``, default all as shipped: those classes' shape trees take the GPU-spec
-inputs, ``opcost.SPEC_INPUTS``; with ``--in-model``, the shape trees also learn from the
-in-model node latencies of the other GPUs' runs, and each class's left-out in-model
-nodes are scored too; the training runs' forward and backward are compared apart,
-against ``fw_latency``/``bwall_latency``);
+(``--spec-features CLASSES``, default the shipped model's linear, conv and elementwise:
+those classes' shape trees take the GPU-spec inputs, ``opcost.SPEC_INPUTS``; with
+``--in-model``, the shape trees also learn from the in-model node latencies of the other
+GPUs' runs, and each class's left-out in-model nodes are scored too; the training runs'
+forward and backward are compared apart, against ``fw_latency``/``bwall_latency``);
 both beside the roofline (sum of the kernels' rooflines) and the analytic fallback
 (matrix FLOPs over peak x the Gavel-fitted efficiency, plus its per-step overhead; it
 gives memory-bound kernels no time). p10-p90 coverage: each GPU's interval from the other
@@ -50,6 +50,7 @@ from tools.estimators.gpu.ops import GpuKernels, kernels_of
 from tools.estimators.gpu.specs import GpuSpec, spec_for_catalog_gpu
 from tools.estimators.gpu.trace import trace_training_step
 from tools.estimators.gpu.train import (
+    SHIPPED_SPEC_CLASSES,
     interval_quantiles,
     load_training_rows,
     spec_classes_arg,
@@ -222,11 +223,11 @@ def main() -> int:
     parser.add_argument(
         "--spec-features",
         type=spec_classes_arg,
-        default=OP_CLASSES,
+        default=SHIPPED_SPEC_CLASSES,
         metavar="CLASSES",
         help="those classes' shape trees also take the GPU-spec inputs (train.py "
-        "--spec-features; 'all', the default and the shipped model's, 'none' or "
-        "comma-separated classes)",
+        "--spec-features; 'all', 'none' or comma-separated classes; default the shipped "
+        "model's, train.SHIPPED_SPEC_CLASSES)",
     )
     parser.add_argument(
         "--family-out",

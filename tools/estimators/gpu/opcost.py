@@ -42,12 +42,27 @@ from tools.estimators.gpu.features import class_features
 from tools.estimators.gpu.kernels import KernelRows
 from tools.estimators.gpu.specs import GpuSpec
 
-__all__ = ["SPEC_INPUTS", "ClassModel", "fit_class", "spec_columns", "spec_inputs"]
+__all__ = [
+    "SPEC_INPUTS",
+    "ClassModel",
+    "fit_class",
+    "ridge_feature",
+    "spec_columns",
+    "spec_inputs",
+]
 
 Array = NDArray[np.float64]
 
 # Spec-dependent features the trees must not see (they would identify the GPU).
 _LEVEL_FEATURES = {"log_ridge", "log_gflops_per_sm"}
+# Classes whose arithmetic intensity is one constant (layer norm 8 FLOPs, softmax 5, per
+# 8 bytes moved): their intensity over the ridge is the GPU's ridge point alone, so it too
+# only identifies the board, and a GPU beyond the training boards' ridges (12.5-29.7
+# FLOP/byte; an L4's is 101) is priced as the most extreme of them. Fitted with it, the
+# trees priced an L4's layer norms and softmaxes 1.2-1.4x a T4's, which has 1.07x its
+# bandwidth; without it, 0.8-1.1x. Model files before gpu-opcost-20261201 were fitted with
+# it (``ClassModel.ridge_feature``).
+_CONSTANT_INTENSITY = frozenset({"ln", "softmax"})
 TREE_PARAMS: dict[str, Any] = {
     "max_depth": 6,
     "eta": 0.1,
@@ -107,18 +122,27 @@ def spec_columns(spec: GpuSpec, count: int) -> dict[str, Array]:
     }
 
 
+def ridge_feature(op_class: str) -> bool:
+    """Whether a new fit of ``op_class`` sees its intensity over the ridge (not where the
+    intensity is one constant, ``_CONSTANT_INTENSITY``)."""
+    return op_class not in _CONSTANT_INTENSITY
+
+
 def _tree_columns(
     op_class: str,
     features: Array,
     in_model: NDArray[Any] | None = None,
     spec: dict[str, Array] | None = None,
+    ridge: bool = True,
 ) -> Array:
-    """The trees' inputs: the GPU-agnostic features, the ``SPEC_INPUTS`` when the class
-    was fitted with them (``spec``), and the in-model flag, last, when it was fitted with
+    """The trees' inputs: the GPU-agnostic features (with the intensity over the ridge
+    where the class was fitted with it, ``ridge``), the ``SPEC_INPUTS`` when the class was
+    fitted with them (``spec``), and the in-model flag, last, when it was fitted with
     in-model rows (1: timed inside a whole model, 0: isolated)."""
     from tools.estimators.gpu.features import FEATURE_NAMES
 
-    keep = [i for i, name in enumerate(FEATURE_NAMES[op_class]) if name not in _LEVEL_FEATURES]
+    hidden = _LEVEL_FEATURES if ridge else _LEVEL_FEATURES | {"log_intensity_over_ridge"}
+    keep = [i for i, name in enumerate(FEATURE_NAMES[op_class]) if name not in hidden]
     parts = [features[:, keep]]
     if spec is not None:
         parts.append(spec_inputs(spec))
@@ -140,6 +164,9 @@ class ClassModel:
     in_model_feature: bool = False
     # Fitted with the GPU-spec inputs (``SPEC_INPUTS``) after the shape features.
     spec_feature: bool = False
+    # Fitted with the intensity over the ridge among the shape features (every class of
+    # files before gpu-opcost-20261201; since, all but ``_CONSTANT_INTENSITY``).
+    ridge_feature: bool = True
 
     def level(self, spec_gflops: Array, spec_gbs: Array) -> Array:
         line = self.level_intercept + self.level_slope * np.log2(spec_gflops)
@@ -157,6 +184,7 @@ class ClassModel:
             features,
             flag if self.in_model_feature else None,
             spec if self.spec_feature else None,
+            self.ridge_feature,
         )
         shape = self.booster.inplace_predict(columns)
         return roofline_ms, np.asarray(shape, dtype=np.float64)
@@ -186,6 +214,7 @@ class ClassModel:
             "levels": self.levels,
             "in_model_feature": self.in_model_feature,
             "spec_feature": self.spec_feature,
+            "ridge_feature": self.ridge_feature,
         }
 
     @classmethod
@@ -202,6 +231,7 @@ class ClassModel:
             {k: float(v) for k, v in document["levels"].items()},
             bool(document.get("in_model_feature", False)),
             bool(document.get("spec_feature", False)),
+            bool(document.get("ridge_feature", True)),
         )
 
 
@@ -214,7 +244,8 @@ def fit_class(rows: KernelRows, seed: int = 0, spec_features: bool = False) -> C
     kernels alone (the grid NeuSight timed on every GPU); a GPU's in-model rows have their
     own mean taken out, so the trees learn the in-model shape effects, not a GPU's
     in-model efficiency. ``spec_features``: the trees also take the ``SPEC_INPUTS`` (the
-    per-GPU means are taken out all the same).
+    per-GPU means are taken out all the same). The intensity over the ridge is an input
+    except where the class's intensity is one constant (``ridge_feature``).
     """
     import xgboost as xgb
 
@@ -233,11 +264,13 @@ def fit_class(rows: KernelRows, seed: int = 0, spec_features: bool = False) -> C
     target = np.log(part.latency_ms / roofline_ms)
     # Long kernels carry a step's time: weigh them more than launch-bound ones.
     weight = np.sqrt(part.latency_ms) * np.where(flag, IN_MODEL_WEIGHT, 1.0)
+    ridge = ridge_feature(part.op_class)
     tree_x = _tree_columns(
         part.op_class,
         features,
         flag if uses_flag else None,
         part.spec if spec_features else None,
+        ridge,
     )
     gpus = sorted(set(part.gpu.tolist()))
     # Levels first, from each GPU's mean log distance to its roofline over the same shape
@@ -275,4 +308,5 @@ def fit_class(rows: KernelRows, seed: int = 0, spec_features: bool = False) -> C
         levels,
         uses_flag,
         spec_features,
+        ridge,
     )

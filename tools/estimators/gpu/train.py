@@ -12,10 +12,11 @@ on it). The end-to-end log residuals of those folds calibrate p10/p90
 the shared NeuSight data (``RIGHTSIZE_NEUSIGHT`` overrides its folder). ``--in-model``
 adds the in-model node latencies of the end-to-end runs to the shape trees' rows
 (``inmodel``; a left-out GPU's go with its kernels); ``--spec-features CLASSES`` gives
-those classes' trees the GPU-spec inputs (``opcost.SPEC_INPUTS``; default ``all``,
-``none`` for the shape trees without them). The shipped model is fitted with the spec
-inputs in every class and without the in-model nodes (docs/estimators.md section 8 says
-why), so the plain command rebuilds it.
+those classes' trees the GPU-spec inputs (``opcost.SPEC_INPUTS``; default
+``SHIPPED_SPEC_CLASSES``, ``all`` or ``none`` for the trees of every class with or
+without them). The shipped model is fitted with the spec inputs in the linear,
+convolution and element-wise trees and without the in-model nodes (docs/estimators.md
+section 8 says why), so the plain command rebuilds it.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from tools.estimators.gpu.specs import GpuSpec
 from tools.estimators.gpu.trace import trace_training_step
 
 __all__ = [
+    "SHIPPED_SPEC_CLASSES",
     "Validation",
     "e2e_kernels",
     "e2e_levels",
@@ -65,6 +67,14 @@ __all__ = [
     "validate",
     "validate_family_out",
 ]
+
+
+# The classes whose shape trees take the GPU-spec inputs in the shipped model
+# (gpu-opcost-20261201): where they lower the leave-one-GPU-out error end to end (the
+# element-wise and linear trees carry the gain). The batched products, layer norm and
+# softmax go without: with them an L4 (the ridge, L2 and FLOP/s per SM of no training
+# board) was priced up to 1.2-1.4x a T4 on those classes, for no gain on the runs.
+SHIPPED_SPEC_CLASSES: tuple[str, ...] = ("linear", "conv", "elementwise")
 
 
 def fit_all(
@@ -466,11 +476,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--spec-features",
         type=spec_classes_arg,
-        default=OP_CLASSES,
+        default=SHIPPED_SPEC_CLASSES,
         metavar="CLASSES",
-        help="comma-separated operator classes, 'all' (default: the shipped model, "
-        "gpu-opcost-20261126) or 'none', whose shape trees also take the GPU-spec inputs "
-        "(opcost.SPEC_INPUTS): see docs/estimators.md section 8",
+        help="comma-separated operator classes, 'all' or 'none', whose shape trees also "
+        f"take the GPU-spec inputs (opcost.SPEC_INPUTS; default, the shipped model's: "
+        f"{','.join(SHIPPED_SPEC_CLASSES)}): see docs/estimators.md section 8",
     )
     parser.add_argument(
         "--traced-cache",

@@ -146,3 +146,40 @@ def test_spec_feature_model_round_trips_through_json() -> None:
     np.testing.assert_allclose(
         again.shape_ms(rows.dims, rows.spec), model.shape_ms(rows.dims, rows.spec), rtol=1e-6
     )
+
+
+def _norm_rows(gpus: list[str], seed: int = 0) -> KernelRows:
+    """Layer-norm kernels on ``gpus``: each GPU at its own fraction of the roofline."""
+    rng = np.random.default_rng(seed)
+    count = 300
+    dims = {"B": 2.0 ** rng.integers(6, 16, count), "H": 2.0 ** rng.integers(8, 13, count)}
+    all_dims = {k: np.tile(v, len(gpus)) for k, v in dims.items()}
+    spec: dict[str, np.ndarray] = {}
+    for name in gpus:
+        for key, column in spec_columns(GPUS[name], count).items():
+            spec[key] = np.concatenate([spec.get(key, np.empty(0)), column])
+    gpu = np.repeat(np.array(gpus), count)
+    roofline, _ = class_features("ln", all_dims, spec)
+    # A board-dependent shape effect (what a ridge input could latch on to).
+    penalty = np.array([{"small": 0.2, "mid": 0.5, "big": 0.8}[g] for g in gpu])
+    latency = roofline * (1.0 + penalty * (all_dims["H"] < 1024)) / np.array(
+        [EFFICIENCY[g] for g in gpu]
+    )
+    return KernelRows("ln", all_dims, gpu, latency, spec)
+
+
+def test_a_constant_intensity_class_is_not_priced_by_the_boards_fp32_peak() -> None:
+    # Layer norm moves 8 bytes for 8 FLOPs whatever its shape: its intensity over the
+    # ridge is the board's ridge alone, so the trees must not see it. Two boards alike
+    # but for the FP32 peak (the L4 beside a T4: 3.7x the peak) price a memory-bound
+    # layer norm the same; a fit that sees the ridge would read the peak as a board.
+    model = fit_class(_norm_rows(["small", "mid", "big"]))
+    assert not model.ridge_feature and fit_class(_rows(["small", "mid"])).ridge_feature
+    new = _norm_rows(["mid"], seed=1)
+    peaked = {**new.spec, "fp32_gflops": new.spec["fp32_gflops"] * 3.7}
+    np.testing.assert_allclose(model.shape_ms(new.dims, peaked), model.shape_ms(new.dims, new.spec))
+    # Files before the change were fitted with it, and read so.
+    document = model.to_json()
+    assert document["ridge_feature"] is False
+    del document["ridge_feature"]
+    assert ClassModel.from_json(document).ridge_feature
