@@ -162,8 +162,8 @@ def _norm_rows(gpus: list[str], seed: int = 0) -> KernelRows:
     roofline, _ = class_features("ln", all_dims, spec)
     # A board-dependent shape effect (what a ridge input could latch on to).
     penalty = np.array([{"small": 0.2, "mid": 0.5, "big": 0.8}[g] for g in gpu])
-    latency = roofline * (1.0 + penalty * (all_dims["H"] < 1024)) / np.array(
-        [EFFICIENCY[g] for g in gpu]
+    latency = (
+        roofline * (1.0 + penalty * (all_dims["H"] < 1024)) / np.array([EFFICIENCY[g] for g in gpu])
     )
     return KernelRows("ln", all_dims, gpu, latency, spec)
 
