@@ -145,3 +145,21 @@ def test_option_estimates_carry_forward_backward_and_walltime() -> None:
     assert row.walltime_s.p50 == pytest.approx(20 * row.iteration_time_s.p50 + 30.0)
     memory = row.gpu_memory_mib
     assert memory.allocated <= memory.reserved < memory.total == row.peak_memory_mb.p50
+
+
+def test_an_l4_is_not_priced_slower_than_a_t4_on_memory_bound_norms_and_softmaxes() -> None:
+    # An L4 has 0.94x a T4's bandwidth, 3.7x its FP32 peak and 12x its L2: a layer norm or
+    # softmax (memory-bound on both) can take it at most ~1.07x a T4's time. The trees
+    # once read the L4's ridge (101 FLOP/byte, beyond every training board's) as the most
+    # extreme board and priced them 1.2-1.4x.
+    model = load_step_model()
+    l4, t4 = datasheet_spec("NVIDIA L4"), datasheet_spec("NVIDIA Tesla T4")
+    bound = t4.bandwidth_gbs / l4.bandwidth_gbs * 1.05
+    shapes = ((512, 768), (4096, 1024), (65536, 512), (98304, 512), (24576, 128), (6144, 197))
+    for op_class in ("ln", "softmax"):
+        for rows, width in shapes:
+            kernels = GpuKernels()
+            kernels.add(op_class, False, B=rows, H=width)
+            _, on_l4 = model.forward_backward_s(kernels, l4)
+            _, on_t4 = model.forward_backward_s(kernels, t4)
+            assert on_l4[op_class] <= on_t4[op_class] * bound, (op_class, rows, width)
