@@ -11,8 +11,9 @@ left-out GPU's level is read off a function of those four levels and the specs. 
 shape-only step times of every run under every excluded set (5 single GPUs, 10 pairs)
 are computed once per tree variant, so each level rule is arithmetic on them:
 
-1. tree variants: the shipped trees, and with the GPU-spec inputs (``--spec-features``) in
-   the classes of each ``--spec-sets`` entry; every variant for each subsample ``--seeds``;
+1. tree variants: the trees without GPU-spec inputs (shipped until 808cf4c), and with the
+   GPU-spec inputs (``--spec-features``) in the classes of each ``--spec-sets`` entry;
+   every variant for each subsample ``--seeds``;
 2. a fixed overhead per kernel added to the sum (the levels refitted on what is left);
 3. the level of an unseen GPU: a line in log bandwidth (shipped), log peak FP32, log SMs,
    log L2, log ridge; ridge regression on log bandwidth and log peak; the feature chosen by
@@ -505,7 +506,8 @@ def main() -> int:
     runs = load_e2e_runs(root, TRAINING_GPUS)
     traced = traced_runs(root, runs, args.traced_cache)
     seeds = [int(s) for s in args.seeds.split(",")]
-    variants: list[tuple[str, tuple[str, ...]]] = [] if args.host_floor else [("shipped trees", ())]
+    plain_variant: list[tuple[str, tuple[str, ...]]] = [("no spec inputs", ())]
+    variants = [] if args.host_floor else plain_variant
     variants += [
         (f"spec inputs in {entry}", spec_classes_arg(entry.replace("+", ",")))
         for entry in args.spec_sets.split(",")
@@ -515,7 +517,7 @@ def main() -> int:
     print("| variant (level line in log bandwidth) | e2e MAPE | max APE | training steps "
           "| P4 / P100 / T4 / V100 / A100 |")  # fmt: skip
     print("|---|---|---|---|---|")
-    shipped: Table = {}
+    plain: Table = {}
     all_tables: dict[tuple[str, int], tuple[Table, Table]] = {}
     for (label, spec_classes), seed in itertools.product(variants, seeds):
         compute = functools.partial(shape_table, data, runs, traced, specs, spec_classes, seed,
@@ -523,45 +525,45 @@ def main() -> int:
         tables = cached_tables(args.table_cache, label, seed, compute)
         all_tables[(label, seed)] = tables
         table = tables[0]
-        shipped = table if not spec_classes and seed == 0 else shipped
+        plain = table if not spec_classes and seed == 0 else plain
         print(row(f"{label}, seed {seed}", logo(table, runs, traced, bandwidth)), flush=True)
     if items is not None:
         for (label, seed), tables in all_tables.items():
             host_floor_report(f"{label}, seed {seed}", tables, runs, traced, specs, items,
                               detail=seed == seeds[0])  # fmt: skip
         return 0
-    if not shipped:
+    if not plain:
         return 0
 
-    print("\n| shipped trees, seed 0: rule | e2e MAPE | max APE | training steps "
+    print("\n| no spec inputs, seed 0: rule | e2e MAPE | max APE | training steps "
           "| P4 / P100 / T4 / V100 / A100 |")  # fmt: skip
     print("|---|---|---|---|---|")
     for overhead_us in (5.0, 10.0, 20.0, 40.0):
-        rows = logo(shipped, runs, traced, bandwidth, overhead_us)
+        rows = logo(plain, runs, traced, bandwidth, overhead_us)
         print(row(f"+ {overhead_us:g} us a kernel", rows))
     for name, feature in FEATURES.items():
-        print(row(f"level line in log {name}", logo(shipped, runs, traced, line(feature, specs))))
+        print(row(f"level line in log {name}", logo(plain, runs, traced, line(feature, specs))))
     for alpha in (0.01, 0.1, 1.0):
         print(row(f"level ridge, log bandwidth + log peak, alpha {alpha:g}",
-                  logo(shipped, runs, traced, ridge2(alpha, specs))))  # fmt: skip
+                  logo(plain, runs, traced, ridge2(alpha, specs))))  # fmt: skip
     picks: list[str] = []
-    nested_rows = logo(shipped, runs, traced, nested(specs, picks))
+    nested_rows = logo(plain, runs, traced, nested(specs, picks))
     print(row(f"level line, feature by nested LOGO (picked: {', '.join(picks)})", nested_rows))
     for name in ("bandwidth", "peak FP32"):
         print(row(f"level of the nearest GPU in log {name}",
-                  logo(shipped, runs, traced, nearest(FEATURES[name], specs))))  # fmt: skip
+                  logo(plain, runs, traced, nearest(FEATURES[name], specs))))  # fmt: skip
     const: LevelRule = lambda levels, gpu: float(np.mean(list(levels.values())))  # noqa: E731
-    print(row("level: one constant", logo(shipped, runs, traced, const)))
+    print(row("level: one constant", logo(plain, runs, traced, const)))
     roofline = {
         k: {i: roofline_s(traced[runs[i].key][0], specs[runs[i].gpu]) for i in v}
-        for k, v in shipped.items()
+        for k, v in plain.items()
     }
     print(row("no shape trees: roofline x level line", logo(roofline, runs, traced, bandwidth)))
 
-    print("\n| largest errors (shipped) | GPU | batch | kernels | measured ms | pred/meas "
+    print("\n| largest errors (no spec inputs) | GPU | batch | kernels | measured ms | pred/meas "
           "| ms a kernel |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")
-    worst = sorted(logo(shipped, runs, traced, bandwidth), key=lambda t: -abs(t[2] - 1))[:10]
+    worst = sorted(logo(plain, runs, traced, bandwidth), key=lambda t: -abs(t[2] - 1))[:10]
     for gpu, run, ratio in worst:
         count = traced[run.key][0].count
         print(f"| {run.model} {'train' if run.train else 'inf'} seq {run.seq} | {gpu} "
