@@ -204,6 +204,7 @@ def estimate_command(
             estimate,
             hardware_options,
             load_bundle,
+            load_host_opcost,
             load_opcost,
             smoke_step,
         )
@@ -268,6 +269,7 @@ def estimate_command(
                 bundle=bundle,
                 bundle_ids=chosen,
                 opcost=load_opcost(),
+                host_opcost=load_host_opcost(settings.home),
             )
     except RightsizeError as error:
         fail(error, as_json)
@@ -325,6 +327,71 @@ def _gpu_rows(
         correction=correction,
     )
     return [row.model_dump(mode="json") for row in rows]
+
+
+@profile_app.command("calibrate")
+def calibrate_command(
+    threads: list[int] = typer.Option([1, 2], "--threads", help="Thread counts (repeatable)"),
+    limit: int | None = typer.Option(
+        None, "--limit", min=1, help="At most this many zoo steps a thread count"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a report."),
+) -> None:
+    """Calibrate the per-operator CPU model on this host: time the shipped sweep's zoo
+    steps here (about 2 minutes; a run cut short resumes) and refit its step law."""
+    settings = Settings()
+    try:
+        from tools.estimators.dnn.host_calibration import (
+            calibrate,
+            calibrated_dir,
+            save_calibrated,
+            time_zoo_steps,
+            zoo_items,
+        )
+        from tools.estimators.dnn.service import load_opcost
+        from tools.profiling.profiler import hardware_descriptors
+
+        shipped = load_opcost()
+        if shipped is None:
+            raise InvalidInputError("no per-operator CPU model to calibrate", field="model")
+        unknown = sorted(set(threads) - set(shipped.threads))
+        if unknown:
+            raise InvalidInputError(
+                f"the model has step laws for {shipped.threads} thread(s) only",
+                field="--threads",
+                value=unknown,
+            )
+        here = hardware_descriptors(1)
+        folder = calibrated_dir(settings.home, str(here["cpu_model"]), str(here["cpu_isa"]))
+        items, geometry = zoo_items()
+        wanted = [i for i in items if int(i["threads"]) in threads]
+        console.print(
+            f"timing up to {len(wanted) if limit is None else limit * len(threads)} zoo steps "
+            f"on {here['cpu_model']} ({here['cpu_isa']}) into {folder / 'steps.jsonl'}",
+            highlight=False,
+        )
+        timed = time_zoo_steps(wanted, folder / "steps.jsonl", threads=threads, limit=limit)
+        provenance = {
+            **here,
+            "threads": sorted(threads),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+            "command": "rightsize profile calibrate",
+        }
+        model = calibrate(shipped, wanted, timed, geometry, provenance)
+        save_calibrated(model, folder)
+    except RightsizeError as error:
+        fail(error, as_json)
+    calibration = model.meta["host_calibration"]
+    report = {
+        "folder": str(folder),
+        "estimator": model.estimator_id,
+        "host": {k: here[k] for k in ("cpu_model", "cpu_isa", "cpu_cores")},
+        "steps": calibration["steps"],
+        "zoo_family_out_mape": calibration["zoo_family_out_mape"],
+        "step_law": {"before": calibration["shipped_step"], "after": model.step},
+        "interval_log_q10_q90": [model.log_q10, model.log_q90],
+    }
+    emit(report, as_json, lambda: console.print_json(data=report))
 
 
 @profile_app.command("sweep")

@@ -62,6 +62,7 @@ __all__ = [
     "gpu_roofline_record",
     "hardware_options",
     "load_bundle",
+    "load_host_opcost",
     "load_opcost",
     "register",
     "smoke_step",
@@ -125,6 +126,15 @@ def load_opcost(folder: Path | None = None) -> OpCostModel | None:
     if not (where / "opcost.json").exists() or not (where / "opcost.ubj").exists():
         return None
     return OpCostModel.load(where)
+
+
+def load_host_opcost(home: Path) -> OpCostModel | None:
+    """The per-operator CPU model calibrated on this host (``rightsize profile
+    calibrate``, under ``home``), or None where this host has none."""
+    from tools.estimators.dnn.host_calibration import load_calibrated
+
+    here = hardware_descriptors(1)
+    return load_calibrated(home, str(here["cpu_model"]), str(here["cpu_isa"]))
 
 
 def train_to(
@@ -422,8 +432,13 @@ def estimate(
     bundle: EstimatorBundle | None,
     bundle_ids: dict[str, str] | None = None,
     opcost: OpCostModel | None = None,
+    host_opcost: OpCostModel | None = None,
 ) -> list[OptionEstimate]:
     """Estimates for every (option, batch size) from each batch size's op graph.
+
+    ``opcost``: the shipped per-operator CPU model (it answers its own CPU model);
+    ``host_opcost``: the one calibrated on this host (``load_host_opcost``), which answers
+    options of this host's CPU model and ISA in its place, also where no bundle covers them.
 
     ``peak_memory_mb`` is what a profile measures: training memory above the process's
     resident set after ``import torch``; ``fits`` adds that baseline back on CPUs.
@@ -472,11 +487,16 @@ def estimate(
                         f"time: analytic op-graph model (wide interval): {changed}; "
                         "memory: trained on this CPU model (independent of the vector ISA)"
                     )
-                per_op = _opcost_answer(opcost, option, data, optimizer)
+                per_op = _opcost_answer(
+                    _opcost_for(option, opcost, host_opcost), option, data, optimizer
+                )
                 if per_op is not None:
                     iteration, validation_mape, note = per_op
                     memory_id = ids.get("peak_memory_mb", f"dnn-{chosen['peak_memory_mb']}")
-                    estimator = f"{opcost.estimator_id if opcost else ''}, {memory_id}"
+                    chosen_opcost = _opcost_for(option, opcost, host_opcost)
+                    estimator = (
+                        f"{chosen_opcost.estimator_id if chosen_opcost else ''}, {memory_id}"
+                    )
                     if changed:
                         note = note.replace(
                             "memory: trained on this machine kind",
@@ -495,6 +515,22 @@ def estimate(
                 estimator = ANALYTIC_OPGRAPH_ID
                 note = "analytic op-graph model (untrained for this hardware): wide interval"
                 validation_mape = None
+                calibrated = _opcost_for(option, None, host_opcost)
+                per_op = _opcost_answer(calibrated, option, data, optimizer)
+                if calibrated is not None and per_op is not None:
+                    # No bundle covers this CPU: time from the model calibrated here,
+                    # memory from the analytic model.
+                    iteration, validation_mape, note = per_op
+                    estimator = f"{calibrated.estimator_id}, {ANALYTIC_OPGRAPH_ID}"
+                    note = note.replace(
+                        "memory: trained on this machine kind",
+                        "memory: analytic op-graph model (untrained for this CPU model)",
+                    )
+                elif option.local and option.spec.kind == "cpu":
+                    note += (
+                        "; `rightsize profile calibrate` (about 2 minutes) calibrates the "
+                        "per-operator CPU model on this host"
+                    )
             walltime = Quantiles(
                 p10=iterations * iteration.p10 + STARTUP_LOW_S,
                 p50=iterations * iteration.p50 + STARTUP_POINT_S,
@@ -519,16 +555,34 @@ def estimate(
     return out
 
 
+def _opcost_for(
+    option: HardwareOption, shipped: OpCostModel | None, calibrated: OpCostModel | None
+) -> OpCostModel | None:
+    """The per-operator CPU model for ``option``: the one calibrated on this host where
+    the option is this host's CPU model and ISA, else the shipped one."""
+    if calibrated is not None:
+        provenance = calibrated.meta.get("provenance") or {}
+        if option.cpu_model == provenance.get("cpu_model") and option.cpu_isa == provenance.get(
+            "cpu_isa"
+        ):
+            return calibrated
+    return shipped
+
+
 def _opcost_answer(
     opcost: OpCostModel | None, option: HardwareOption, data: GraphData, optimizer: str
-) -> tuple[Quantiles, float, str] | None:
+) -> tuple[Quantiles, float | None, str] | None:
     """The per-operator model's time, its held-out MAPE and a note; None where it should
-    not answer (absent, other CPU or threads, or not better than the bundle held out)."""
+    not answer (absent, other CPU or threads, or not better than the bundle held out; a
+    model calibrated on this host, ``host_calibration``, answers its host)."""
     if opcost is None or option.spec.kind != "cpu":
         return None
     heldout = opcost.meta.get("heldout") or {}
     provenance = opcost.meta.get("provenance") or {}
-    if not heldout.get("better_than_bundle") or option.cpu_model != provenance.get("cpu_model"):
+    calibration = opcost.meta.get("host_calibration")
+    if option.cpu_model != provenance.get("cpu_model"):
+        return None
+    if not heldout.get("better_than_bundle") and not calibration:
         return None
     isa = str(provenance.get("cpu_isa") or "")
     if isa and option.cpu_isa and option.cpu_isa != isa:
@@ -548,6 +602,21 @@ def _opcost_answer(
         rnn_calls=rnn_calls,
         geometry=data.geometry,
     )
+    if calibration:
+        steps = ", ".join(
+            f"{n} at {k[1:]} thread{'' if k == 't1' else 's'}"
+            for k, n in calibration["steps"].items()
+        )
+        total = sum(calibration["steps"].values())
+        family_out = calibration.get("zoo_family_out_mape")
+        scored = f"zoo, one family left out: MAPE {family_out:.1%}; " if family_out else ""
+        note = (
+            f"time: per-operator CPU model calibrated on this host ({total} zoo steps timed "
+            f"here, {steps}, {calibration['calibrated_at']}; {scored}from "
+            f"{calibration['from']}); "
+            "memory: trained on this machine kind"
+        )
+        return Quantiles(p10=p10, p50=p50, p90=p90), family_out, note
     scores = heldout["opcost"]
     zoo = opcost.meta.get("validation", {}).get("all", {})
     note = (
