@@ -359,7 +359,7 @@ def calibrate_command(
             raise InvalidInputError(
                 f"the model has step laws for {shipped.threads} thread(s) only",
                 field="--threads",
-                value=unknown,
+                value=", ".join(str(t) for t in unknown),
             )
         here = hardware_descriptors(1)
         folder = calibrated_dir(settings.home, str(here["cpu_model"]), str(here["cpu_isa"]))

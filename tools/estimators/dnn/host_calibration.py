@@ -103,7 +103,10 @@ def time_zoo_steps(
         ofthreads = [i for i in items if int(i["threads"]) == t]
         chosen += ofthreads[:limit] if limit is not None else ofthreads
     out.parent.mkdir(parents=True, exist_ok=True)
+    fresh = not out.exists() or out.stat().st_size == 0
     with out.open("a") as handle:
+        if fresh:
+            handle.write(json.dumps(_provenance()) + "\n")
         for item in chosen:
             if item["id"] in done:
                 continue
@@ -128,6 +131,30 @@ def time_zoo_steps(
             if progress is not None:
                 progress(item["id"], line["least_s"])
     return done
+
+
+def _provenance() -> dict[str, Any]:
+    """The timing file's first line: the host, the software, the timing basis."""
+    import platform
+
+    import torch
+
+    from tools.profiling.profiler import hardware_descriptors
+
+    here = hardware_descriptors(1)
+    return {
+        "kind": "provenance",
+        **{k: here[k] for k in ("cpu_model", "cpu_isa", "cpu_cores")},
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+        "command": "rightsize profile calibrate",
+        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "timing": "optiming.training_step_samples: 2 warm-up and 5 timed eager steps, one "
+        "run; 1 thread: the thread's CPU time, 2 threads: max(main, process - main); "
+        "step_s the median, least_s the least",
+    }
 
 
 def _rows(model: oc.OpCostModel, steps: Sequence[oc.StepItem]) -> list[oc.Row]:
