@@ -32,6 +32,7 @@ operators, beside the profiler's measurement made on another day.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -39,7 +40,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,9 @@ __all__ = [
     "geometry_rows",
     "main",
     "merge_step_lines",
+    "provenance",
     "read_items",
+    "step_line",
     "zoo_choices",
 ]
 
@@ -145,6 +148,15 @@ def _update_shapes(rng: random.Random) -> list[tuple[int, ...]]:
 
 
 def _provenance(argv: list[str]) -> dict[str, Any]:
+    return provenance(
+        "python -m tools.profiling.opsweep " + " ".join(argv),
+        "1 thread: calling thread CPU time; 2 threads: max(main, process - main) "
+        "CPU time (optiming module docstring); least of 5 batches of calls",
+    )
+
+
+def provenance(command: str, timing: str, threads: Sequence[int] = (1, 2)) -> dict[str, Any]:
+    """A timing file's first line: the host, the software, the command and its timing."""
     hw = hardware_descriptors(1)
     return {
         "kind": "provenance",
@@ -155,11 +167,10 @@ def _provenance(argv: list[str]) -> dict[str, Any]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
-        "threads": [1, 2],
-        "command": "python -m tools.profiling.opsweep " + " ".join(argv),
+        "threads": list(threads),
+        "command": command,
         "started_at": datetime.now(UTC).isoformat(),
-        "timing": "1 thread: calling thread CPU time; 2 threads: max(main, process - main) "
-        "CPU time (optiming module docstring); least of 5 batches of calls",
+        "timing": timing,
     }
 
 
@@ -294,9 +305,6 @@ def _probe_tasks(source: Path) -> dict[str, Any]:
 def _steps(source: Path, out: Path, runs: int, probe_kinds: set[str]) -> int:
     """Whole eager steps of the zoo items of ``source`` (and of its probes of
     ``probe_kinds``, SGD) into ``out``, each with its recurrent layers' operator counts."""
-    from tools.profiling.optiming import compute_nodes
-    from tools.profiling.rnnmarks import RNN_META
-
     done = {i["id"] for i in read_items(out)} if out.exists() else set()
     fresh = not out.exists() or out.stat().st_size == 0
     wanted = [
@@ -308,36 +316,44 @@ def _steps(source: Path, out: Path, runs: int, probe_kinds: set[str]) -> int:
     probes = _probe_tasks(source) if any(i["kind"] == "probe" for i in wanted) else {}
     with out.open("a") as handle:
         if fresh:
-            provenance = _provenance(["--out", str(source), "--steps", str(out)])
-            provenance["timing"] = (
+            header = _provenance(["--out", str(source), "--steps", str(out)])
+            header["timing"] = (
                 f"optiming.training_step_samples: {runs} runs of 2 warm-up and 5 timed eager "
                 "steps; 1 thread: the thread's CPU time, 2 threads: max(main, process - main); "
                 "step_s the median of the runs' medians, least_s the least step"
             )
-            handle.write(json.dumps(provenance) + "\n")
+            handle.write(json.dumps(header) + "\n")
         for item in wanted:
-            optimizer = item.get("optimizer", "sgd")
-            samples: list[list[float]] = []
-            for run in range(runs):
-                torch.manual_seed(run)
-                task = _item_task(item, probes)
-                samples.append(training_step_samples(task, optimizer, int(item["threads"])))
-            calls = [n.meta.get(RNN_META, -1) for n in compute_nodes(trace_step(task))]
-            step_s = statistics.median(statistics.median(r) for r in samples)
-            line = {
-                "id": item["id"],
-                "step_s": step_s,
-                "least_s": min(min(r) for r in samples),
-                "samples_s": [[float(f"{v:.6g}") for v in r] for r in samples],
-                "rnn_ops": sum(c >= 0 for c in calls),
-                "rnn_calls": len({c for c in calls if c >= 0}),
-                "parameters": sum(p.numel() for p in task.model.parameters() if p.requires_grad),
-                "loadavg_1m": round(os.getloadavg()[0], 2),
-            }
+            line = step_line(item, functools.partial(_item_task, item, probes), runs)
             handle.write(json.dumps(line) + "\n")
             handle.flush()
-            print(f"{item['id']}: {step_s:.4f} s", file=sys.stderr, flush=True)
+            print(f"{item['id']}: {line['step_s']:.4f} s", file=sys.stderr, flush=True)
     return 0
+
+
+def step_line(item: Mapping[str, Any], make_task: Callable[[], Any], runs: int) -> dict[str, Any]:
+    """One ``--steps`` line: ``item``'s whole eager step timed ``runs`` times, each on a
+    task made anew (``make_task()``), with its recurrent layers' operator counts."""
+    from tools.profiling.optiming import compute_nodes
+    from tools.profiling.rnnmarks import RNN_META
+
+    optimizer = item.get("optimizer", "sgd")
+    samples: list[list[float]] = []
+    for run in range(runs):
+        torch.manual_seed(run)
+        task = make_task()
+        samples.append(training_step_samples(task, optimizer, int(item["threads"])))
+    calls = [n.meta.get(RNN_META, -1) for n in compute_nodes(trace_step(task))]
+    return {
+        "id": item["id"],
+        "step_s": statistics.median(statistics.median(r) for r in samples),
+        "least_s": min(min(r) for r in samples),
+        "samples_s": [[float(f"{v:.6g}") for v in r] for r in samples],
+        "rnn_ops": sum(c >= 0 for c in calls),
+        "rnn_calls": len({c for c in calls if c >= 0}),
+        "parameters": sum(p.numel() for p in task.model.parameters() if p.requires_grad),
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+    }
 
 
 def merge_step_lines(*sessions: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

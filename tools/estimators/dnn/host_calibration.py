@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xgboost as xgb
 
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.dnn import opcost as oc
@@ -85,16 +86,12 @@ def time_zoo_steps(
     limit: int | None = None,
     progress: Callable[[str, float], None] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Time each zoo item's whole eager step on this host (``optiming``, as the shipped
-    steps were: 2 warm-up and 5 timed steps, critical-path CPU time), appending one JSON
-    line an item to ``out`` and skipping those already there (a run cut short resumes).
-    ``limit``: at most that many items a thread count. Returns every line of ``out``."""
-    import torch
-
-    from tools.profiling.opgraph import trace_step
-    from tools.profiling.opsweep import read_items
-    from tools.profiling.optiming import compute_nodes, training_step_samples
-    from tools.profiling.rnnmarks import RNN_META
+    """Time each zoo item's whole eager step on this host as the shipped steps were
+    (``opsweep.step_line``: 2 warm-up and 5 timed steps, critical-path CPU time; one run),
+    appending one JSON line an item to ``out`` after its provenance line, and skipping
+    those already there (a run cut short resumes). ``limit``: at most that many items a
+    thread count. Returns every line of ``out``."""
+    from tools.profiling.opsweep import provenance, read_items, step_line
     from tools.profiling.zoo.registry import FAMILIES
 
     done = {i["id"]: i for i in read_items(out)} if out.exists() else {}
@@ -106,55 +103,25 @@ def time_zoo_steps(
     fresh = not out.exists() or out.stat().st_size == 0
     with out.open("a") as handle:
         if fresh:
-            handle.write(json.dumps(_provenance()) + "\n")
+            timing = (
+                "opsweep.step_line: one run of 2 warm-up and 5 timed eager steps; 1 thread: "
+                "the thread's CPU time, 2 threads: max(main, process - main); step_s the "
+                "median, least_s the least"
+            )
+            header = provenance("rightsize profile calibrate", timing, sorted(threads))
+            handle.write(json.dumps(header) + "\n")
         for item in chosen:
             if item["id"] in done:
                 continue
-            torch.manual_seed(0)
-            task = FAMILIES[item["family"]].task(item["params"], item["batch_size"])
-            samples = training_step_samples(
-                task, item.get("optimizer", "sgd"), int(item["threads"])
-            )
-            calls = [n.meta.get(RNN_META, -1) for n in compute_nodes(trace_step(task))]
-            line = {
-                "id": item["id"],
-                "step_s": float(np.median(samples)),
-                "least_s": float(min(samples)),
-                "samples_s": [float(f"{v:.6g}") for v in samples],
-                "rnn_ops": sum(c >= 0 for c in calls),
-                "rnn_calls": len({c for c in calls if c >= 0}),
-                "loadavg_1m": round(os.getloadavg()[0], 2),
-            }
+            family = FAMILIES[item["family"]]
+            make = functools.partial(family.task, item["params"], item["batch_size"])
+            line = step_line(item, make, 1)
             handle.write(json.dumps(line) + "\n")
             handle.flush()
             done[item["id"]] = line
             if progress is not None:
                 progress(item["id"], line["least_s"])
     return done
-
-
-def _provenance() -> dict[str, Any]:
-    """The timing file's first line: the host, the software, the timing basis."""
-    import platform
-
-    import torch
-
-    from tools.profiling.profiler import hardware_descriptors
-
-    here = hardware_descriptors(1)
-    return {
-        "kind": "provenance",
-        **{k: here[k] for k in ("cpu_model", "cpu_isa", "cpu_cores")},
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
-        "command": "rightsize profile calibrate",
-        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "timing": "optiming.training_step_samples: 2 warm-up and 5 timed eager steps, one "
-        "run; 1 thread: the thread's CPU time, 2 threads: max(main, process - main); "
-        "step_s the median, least_s the least",
-    }
 
 
 def _rows(model: oc.OpCostModel, steps: Sequence[oc.StepItem]) -> list[oc.Row]:
@@ -187,7 +154,8 @@ def calibrate(
     model's and the calibrated steps' leave-one-family-out residuals. An InvalidInputError
     where no thread count has enough steps."""
     truth_key = "least_s" if "least" in str(model.meta.get("step_truth", "")) else "step_s"
-    truth = {k: float(v[truth_key]) for k, v in timed.items() if k in {i["id"] for i in items}}
+    ids = {i["id"] for i in items}
+    truth = {k: float(v[truth_key]) for k, v in timed.items() if k in ids}
     steps = oc.step_items(items, truth, timed, geometry if model.needs_geometry else None)
     step = dict(model.step)
     residuals: list[float] = []
@@ -262,7 +230,15 @@ def load_calibrated(home: Path, cpu_model: str, cpu_isa: str) -> oc.OpCostModel 
     folder = calibrated_dir(home, cpu_model, cpu_isa)
     if not (folder / "opcost.json").exists() or not (folder / "opcost.ubj").exists():
         return None
-    model = oc.OpCostModel.load(folder)
+    try:
+        model = oc.OpCostModel.load(folder)
+    except (OSError, ValueError, KeyError, TypeError, xgb.core.XGBoostError) as exc:
+        raise InvalidInputError(
+            f"cannot read this host's calibrated CPU model ({exc}); calibrate again "
+            "(rightsize profile calibrate) or remove the folder",
+            field="cpu_opcost",
+            value=str(folder),
+        ) from exc
     provenance = model.meta.get("provenance") or {}
     if provenance.get("cpu_model") != cpu_model or provenance.get("cpu_isa") != cpu_isa:
         return None

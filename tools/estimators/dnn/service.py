@@ -487,22 +487,22 @@ def estimate(
                         f"time: analytic op-graph model (wide interval): {changed}; "
                         "memory: trained on this CPU model (independent of the vector ISA)"
                     )
+                per_cpu = _opcost_for(option, opcost, host_opcost)
                 per_op = _opcost_answer(
-                    _opcost_for(option, opcost, host_opcost), option, data, optimizer
+                    per_cpu,
+                    option,
+                    data,
+                    optimizer,
+                    memory=(
+                        f"trained on this CPU model (independent of the vector ISA; {changed})"
+                        if changed
+                        else "trained on this machine kind"
+                    ),
                 )
-                if per_op is not None:
+                if per_cpu is not None and per_op is not None:
                     iteration, validation_mape, note = per_op
                     memory_id = ids.get("peak_memory_mb", f"dnn-{chosen['peak_memory_mb']}")
-                    chosen_opcost = _opcost_for(option, opcost, host_opcost)
-                    estimator = (
-                        f"{chosen_opcost.estimator_id if chosen_opcost else ''}, {memory_id}"
-                    )
-                    if changed:
-                        note = note.replace(
-                            "memory: trained on this machine kind",
-                            "memory: trained on this CPU model (independent of the vector "
-                            f"ISA; {changed})",
-                        )
+                    estimator = f"{per_cpu.estimator_id}, {memory_id}"
             else:
                 time_s = analytic_time_s(summary, option.spec, optimizer)
                 memory_mb = analytic_memory_mb(summary, optimizer)
@@ -516,16 +516,18 @@ def estimate(
                 note = "analytic op-graph model (untrained for this hardware): wide interval"
                 validation_mape = None
                 calibrated = _opcost_for(option, None, host_opcost)
-                per_op = _opcost_answer(calibrated, option, data, optimizer)
+                # No bundle covers this CPU: time from the model calibrated here (if any),
+                # memory from the analytic model.
+                per_op = _opcost_answer(
+                    calibrated,
+                    option,
+                    data,
+                    optimizer,
+                    memory="analytic op-graph model (untrained for this CPU model)",
+                )
                 if calibrated is not None and per_op is not None:
-                    # No bundle covers this CPU: time from the model calibrated here,
-                    # memory from the analytic model.
                     iteration, validation_mape, note = per_op
                     estimator = f"{calibrated.estimator_id}, {ANALYTIC_OPGRAPH_ID}"
-                    note = note.replace(
-                        "memory: trained on this machine kind",
-                        "memory: analytic op-graph model (untrained for this CPU model)",
-                    )
                 elif option.local and option.spec.kind == "cpu":
                     note += (
                         "; `rightsize profile calibrate` (about 2 minutes) calibrates the "
@@ -570,11 +572,16 @@ def _opcost_for(
 
 
 def _opcost_answer(
-    opcost: OpCostModel | None, option: HardwareOption, data: GraphData, optimizer: str
+    opcost: OpCostModel | None,
+    option: HardwareOption,
+    data: GraphData,
+    optimizer: str,
+    memory: str = "trained on this machine kind",
 ) -> tuple[Quantiles, float | None, str] | None:
-    """The per-operator model's time, its held-out MAPE and a note; None where it should
-    not answer (absent, other CPU or threads, or not better than the bundle held out; a
-    model calibrated on this host, ``host_calibration``, answers its host)."""
+    """The per-operator model's time, its held-out MAPE and a note (ending in where the
+    memory comes from, ``memory``); None where it should not answer (absent, other CPU or
+    threads, or not better than the bundle held out; a model calibrated on this host,
+    ``host_calibration``, answers its host)."""
     if opcost is None or option.spec.kind != "cpu":
         return None
     heldout = opcost.meta.get("heldout") or {}
@@ -613,8 +620,7 @@ def _opcost_answer(
         note = (
             f"time: per-operator CPU model calibrated on this host ({total} zoo steps timed "
             f"here, {steps}, {calibration['calibrated_at']}; {scored}from "
-            f"{calibration['from']}); "
-            "memory: trained on this machine kind"
+            f"{calibration['from']}); memory: {memory}"
         )
         return Quantiles(p10=p10, p50=p50, p90=p90), family_out, note
     scores = heldout["opcost"]
@@ -622,7 +628,7 @@ def _opcost_answer(
     note = (
         f"time: per-operator CPU model (held-out model files: MAPE {scores['mape']:.1%}, "
         f"p10-p90 coverage {scores['coverage_p10_p90']:.2f}; zoo, one family group left "
-        f"out: MAPE {zoo.get('mape', float('nan')):.1%}); memory: trained on this machine kind"
+        f"out: MAPE {zoo.get('mape', float('nan')):.1%}); memory: {memory}"
     )
     return Quantiles(p10=p10, p50=p50, p90=p90), float(scores["mape"]), note
 

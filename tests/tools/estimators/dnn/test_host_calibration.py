@@ -149,3 +149,16 @@ def test_this_hosts_calibrated_model_answers_where_no_bundle_covers_it(
     assert plain.estimator == "analytic-opgraph"
     assert "rightsize profile calibrate" in plain.note
     assert plain.iteration_time_s != answered.iteration_time_s
+
+
+def test_a_broken_calibrated_model_is_named_not_a_traceback(
+    model: oc.OpCostModel,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    zoo = _zoo()
+    folder = calibrated_dir(tmp_path, HOST["cpu_model"], HOST["cpu_isa"])
+    save_calibrated(calibrate(model, zoo, _timed(zoo, 2.0), None, HOST), folder)
+    (folder / "opcost.json").write_text("{not json")
+    with pytest.raises(InvalidInputError, match="calibrate again") as info:
+        load_calibrated(tmp_path, HOST["cpu_model"], HOST["cpu_isa"])
+    assert str(folder) in str(info.value)
