@@ -16,8 +16,9 @@ timing as the shipped steps', ``opsweep``'s, one run each; about two minutes for
 Its p10/p90 are the wider of the shipped model's and the calibrated steps' own
 leave-one-family-out residuals (each family's steps predicted by a step law fitted
 without them). Checked on an Intel Xeon (AVX-512) host against the held-out model files
-measured there (docs/estimators.md section 9): MAPE 32.3% with the AMD EPYC model's step
-law, 17.2% calibrated, p10-p90 coverage 0.40 -> 0.90.
+measured there (docs/estimators.md section 9), through ``rightsize estimate --hardware
+local``: MAPE 87.5% as shipped (the analytic answer), 16.1% calibrated, p10-p90 coverage
+0.85 (the AMD EPYC model's own step law there: 32.3%, coverage 0.40).
 
 The calibrated model lives under ``RIGHTSIZE_HOME/cpu_opcost/HOST`` (``host_key``), is
 written whole or not at all, and is used only on a host of the same CPU model and ISA.
