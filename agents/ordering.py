@@ -142,7 +142,7 @@ def decide_order(
         starved = bound_s is not None and wait_s > bound_s
         # starved jobs: arrival order; the others: largest factor first
         key = (0, 0.0) if starved else (1, -factor)
-        scored.append((key, job.submit_time, job.job_id, job, wait_s, factor, starved))
+        scored.append((key, job.submit_time, _id_key(job.job_id), job, wait_s, factor, starved))
     scored.sort(key=lambda item: (item[0], item[1], item[2]))
     ranked = [
         RankedJob(
@@ -156,6 +156,11 @@ def decide_order(
         for rank, (_, _, _, job, wait_s, factor, starved) in enumerate(scored)
     ]
     return Ordering(decided_at=now, jobs=ranked)
+
+
+def _id_key(job_id: str) -> tuple[int, str]:
+    """Numeric ids (SLURM's, the simulated cluster's) in submission order, then others."""
+    return (len(job_id), job_id) if job_id.isdigit() else (1 << 30, job_id)
 
 
 def pending_from_queue(

@@ -45,6 +45,7 @@ from agents.events import Envelope, PlanRequested
 from agents.intelligence import IntelligencePlane, PlaneContext, open_checkpointer
 from agents.intelligence.goals import RuleGoalPlanner
 from agents.optimization import Optimization
+from agents.ordering import OrderingConfig, PendingJob, decide_order
 from agents.rescheduler import ReschedulePolicy
 from agents.runtime import Agent, AgentRunner, RunnerSettings, settle
 from agents.scheduler import Scheduler, SchedulerConfig
@@ -56,6 +57,7 @@ from knowledge_base.sqlite import SQLiteKnowledgeBase
 from knowledge_base.workload import GenericJob, Goals, WorkloadSpec
 from simulations.metrics import SimulationResult, summarize
 from simulations.replay import replay
+from simulations.rightsize_policy import RightsizePolicy
 from simulations.workload import Workload
 from tools.actuators.model import JobRequest, SimulatedWork
 from tools.actuators.simulated import EPOCH, ClusterPolicy, ManualClock, SimulatedCluster
@@ -67,6 +69,7 @@ __all__ = [
     "TraceCluster",
     "compare_with_agents",
     "history_records",
+    "ordering_for",
     "replay_plain",
     "replay_with_agents",
     "start_state_path",
@@ -156,7 +159,13 @@ class TraceCluster(SimulatedCluster):
     """The simulated cluster playing a trace: a job runs as long as the trace says.
 
     ``run_of`` maps what a request is known by (its plan id, else its name) to the run
-    time the trace recorded; the agents never see it, only the cluster does.
+    time the trace recorded; the agents never see it, only the cluster does. With
+    ``ordering`` the queue runs in the rightsize order at every scheduling event, as the
+    priorities ``agents.ordering`` sets on SLURM make it: ``decide_order`` over the
+    pending jobs, each estimated by the limit it was submitted with (the agents' predicted
+    walltime, or the user's request), the first job the head that holds EASY's
+    reservation. The reservation and the backfills use those limits, which are the kill
+    times here, so a starved head is protected as in the trace simulator.
     """
 
     def __init__(
@@ -167,6 +176,7 @@ class TraceCluster(SimulatedCluster):
         clock: ManualClock,
         policy: ClusterPolicy,
         wake_before_limit_s: float | None = None,
+        ordering: OrderingConfig | None = None,
     ) -> None:
         super().__init__(
             nodes=workload.machine_procs,
@@ -178,6 +188,20 @@ class TraceCluster(SimulatedCluster):
         )
         self.run_of = run_of
         self.wake_before_limit_s = wake_before_limit_s
+        self.ordering = ordering
+
+    def _schedule(self, at: datetime) -> None:
+        if self.ordering is not None and len(self._queue) > 1:
+            pending = [
+                PendingJob(
+                    job_id=job_id,
+                    submit_time=self._jobs[job_id].submit,
+                    estimate_s=self._jobs[job_id].request.walltime_s,
+                )
+                for job_id in self._queue
+            ]
+            self._queue = [job.job_id for job in decide_order(pending, at, self.ordering).jobs]
+        super()._schedule(at)
 
     def next_event(self) -> datetime | None:
         """The next job end, or, with ``wake_before_limit_s``, the moment that long before
@@ -316,14 +340,18 @@ def _user_request(workload: Workload, index: int) -> JobRequest:
     )
 
 
-async def replay_plain(workload: Workload, *, policy: ClusterPolicy) -> SimulationResult:
-    """Every job submitted with the user's own request, no agents: the baseline."""
+async def replay_plain(
+    workload: Workload, *, policy: ClusterPolicy, ordering: OrderingConfig | None = None
+) -> SimulationResult:
+    """Every job submitted with the user's own request, no agents: the baseline (with
+    ``ordering``, the queue in the rightsize order, ``TraceCluster``)."""
     clock = ManualClock(EPOCH)
     cluster = TraceCluster(
         workload,
         {_key(i): int(run) for i, run in enumerate(workload.run_s)},
         clock=clock,
         policy=policy,
+        ordering=ordering,
     )
     began = time.perf_counter()
 
@@ -479,17 +507,26 @@ async def replay_with_agents(
     history: Sequence[JobRecord] = (),
     event_log: Path | None = None,
     extend_in_place: bool = False,
+    ordering: OrderingConfig | None = None,
 ) -> AgentsRun:
     """The trace's jobs through the Intelligence Plane, Estimation, Optimization and the
     Scheduler (with the Re-scheduler), on a simulated cluster that plays the trace;
     ``history`` is what the center's knowledge base knows when the window opens; every
     event the bus carried is appended to ``event_log`` when given (for ``rightsize
     replay``); with ``extend_in_place`` the Scheduler raises a running job's limit toward
-    the user's request near its end, as on a real cluster, instead of letting it die."""
+    the user's request near its end, as on a real cluster, instead of letting it die;
+    with ``ordering`` the cluster runs its queue in the rightsize order (``TraceCluster``)."""
     clock = ManualClock(EPOCH)
     run_of = {_key(i): int(run) for i, run in enumerate(workload.run_s)}
     wake = EXTEND_MARGIN_S / 2 if extend_in_place else None
-    cluster = TraceCluster(workload, run_of, clock=clock, policy=policy, wake_before_limit_s=wake)
+    cluster = TraceCluster(
+        workload,
+        run_of,
+        clock=clock,
+        policy=policy,
+        wake_before_limit_s=wake,
+        ordering=ordering,
+    )
     catalog = Catalog(systems=[trace_system(workload)])
     began = time.perf_counter()
     async with _running_agents(
@@ -598,6 +635,10 @@ class AgentsComparison(BaseModel):
     extend_in_place: bool = Field(
         default=False, description="The Scheduler raised running jobs' limits in place"
     )
+    ordering: OrderingConfig | None = Field(
+        default=None,
+        description="The rightsize order the agents' queue ran in (None: arrival order)",
+    )
     request_over_run: dict[str, float] = Field(
         description="Median requested walltime / actual run time: user vs agents"
     )
@@ -617,9 +658,12 @@ async def compare_with_agents(
     home: Path,
     event_log: Path | None = None,
     extend_in_place: bool = False,
+    rightsize_order: bool = False,
 ) -> AgentsComparison:
     """The ``jobs`` after the first ``history_jobs`` of ``trace``, replayed plain and with
-    the agents (who know the first ``history_jobs`` as the center's history)."""
+    the agents (who know the first ``history_jobs`` as the center's history); with
+    ``rightsize_order`` the agents' queue runs in the rightsize order, the starvation
+    bound the shipped multiple of the trace's longest request."""
     if policy not in ("fcfs", "easy"):
         raise InvalidInputError(
             "with agents in the loop the simulated cluster schedules fcfs or easy",
@@ -642,6 +686,7 @@ async def compare_with_agents(
         if policy == "easy"
         else None
     )
+    ordering = ordering_for(trace) if rightsize_order else None
     run = await replay_with_agents(
         replayed,
         policy=policy,
@@ -649,6 +694,7 @@ async def compare_with_agents(
         history=history,
         event_log=event_log,
         extend_in_place=extend_in_place,
+        ordering=ordering,
     )
     ran = np.maximum(replayed.run_s, 1).astype(np.float64)
     return AgentsComparison(
@@ -660,6 +706,7 @@ async def compare_with_agents(
         easy_pp=easy_pp,
         agents=run.result,
         extend_in_place=extend_in_place,
+        ordering=ordering,
         request_over_run={
             "user": float(np.median(replayed.req_s / ran)),
             "agents": float(np.median(run.requested_s / ran)),
@@ -670,3 +717,11 @@ async def compare_with_agents(
         failed_reasons=run.failed_reasons,
         plans=run.concluded,
     )
+
+
+def ordering_for(trace: Workload) -> OrderingConfig:
+    """The rightsize order as a center would run it on ``trace``: the shipped starvation
+    bound (a multiple of the longest request, the partition's limit there)."""
+    policy = RightsizePolicy()
+    bound_s = policy.starve_s(trace)
+    return OrderingConfig(starve_h=None if bound_s is None else bound_s / 3600)

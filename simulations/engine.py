@@ -249,14 +249,19 @@ def _order_by_score(
 
 
 @njit(cache=True)
-def _order_key(kind: int, j: int, t: int, submit: Any, est: Any, procs: Any) -> float:
-    """A queued job's place in ``kind``'s order, lowest first."""
+def _order_key(
+    kind: int, j: int, t: int, submit: Any, est: Any, procs: Any, age_rate: float
+) -> float:
+    """A queued job's place in ``kind``'s order, lowest first. ``age_rate`` (1 / s) adds
+    wait x rate to the expansion factor: a long job ages as if its estimate were at most
+    1 / rate (0: plain xf)."""
     if kind == SHORTEST:
         return float(est[j])
     if kind == SMALLEST_AREA:
         return float(est[j]) * float(procs[j])
     if kind == EXPANSION:
-        return -float(t - submit[j] + est[j]) / float(max(est[j], 10))
+        wait = float(t - submit[j])
+        return -(wait + float(est[j])) / float(max(est[j], 10)) - wait * age_rate
     return float(j)
 
 
@@ -269,6 +274,7 @@ def _order_queue(
     procs: Any,
     kind: int,
     starve_s: int,
+    age_rate: float,
     keys: Any,
     ids: Any,
 ) -> None:
@@ -282,7 +288,7 @@ def _order_queue(
         if t - submit[j] > starve_s:
             keys[k] = -np.inf
         else:
-            keys[k] = _order_key(kind, j, t, submit, est, procs)
+            keys[k] = _order_key(kind, j, t, submit, est, procs, age_rate)
     # Insertion sort by (key, arrival): the queue arrives in last event's order, which
     # the keys barely change between events, so this is close to linear.
     for a in range(1, n):
@@ -360,6 +366,7 @@ def _simulate(
     conditional: bool,
     queue_kind: int,
     starve_s: int,
+    age_rate: float,
 ) -> tuple[Any, Any, Any, Any]:
     n = submit.shape[0]
     start = np.full(n, -1, dtype=np.int64)
@@ -473,7 +480,16 @@ def _simulate(
             if not fits:
                 continue
             _order_queue(
-                queue, t, submit, est, procs, queue_kind, starve_s, scratch_keys, scratch_ids
+                queue,
+                t,
+                submit,
+                est,
+                procs,
+                queue_kind,
+                starve_s,
+                age_rate,
+                scratch_keys,
+                scratch_ids,
             )
         while len(queue) > 0 and procs[queue[0]] <= free:
             j = queue.pop(0)
@@ -495,27 +511,29 @@ def _simulate(
                         break
             if not fits:
                 continue
+        # A starved head is protected from under-estimates: its reservation is taken
+        # from the running jobs' requests (their kill times, so it cannot slip), and a
+        # candidate must end before it by its request, not by its estimate. That is
+        # EASY with requests for this one job: it starts by that reservation.
+        protect = t - submit[head] > starve_s
         shadow, extra = _easy_shadow(
             t,
             procs[head],
             free,
             running,
             start,
-            est,
+            req if protect else est,
             req,
             procs,
             dist_s,
             dist_cover,
             alpha,
-            conditional,
+            conditional and not protect,
             scratch_ends,
             scratch_order,
         )
         if head_reservation[head] < 0:
             head_reservation[head] = shadow
-        # A starved head is protected from under-estimates: a candidate must end before
-        # the shadow by its request (its kill time), not by its estimate.
-        protect = t - submit[head] > starve_s
         if order_kind == ARRIVAL:
             idx = 1
             while idx < len(queue) and free > 0:
@@ -548,7 +566,7 @@ def _simulate(
                 t + (req[j] if protect else est[j]) <= shadow or procs[j] <= extra
             ):
                 picked[count] = k
-                keys[count] = _order_key(order_kind, j, t, submit, est, procs)
+                keys[count] = _order_key(order_kind, j, t, submit, est, procs, age_rate)
                 count += 1
         if count == 0:
             continue
@@ -613,6 +631,7 @@ def warm_up() -> None:
                 False,
                 ARRIVAL,
                 NO_BOUND,
+                0.0,
             )
         _warm = True
 
@@ -633,6 +652,7 @@ def simulate_arrays(
     distribution: Distribution | None = None,
     queue_order: int = ARRIVAL,
     starve_s: int = NO_BOUND,
+    age_s: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, killed, first reservation) per job; inputs must be sorted by submit.
 
@@ -658,6 +678,8 @@ def simulate_arrays(
         )
     if starve_s < 0:
         raise InvalidInputError("a starvation bound is >= 0 s", field="starve_s", value=starve_s)
+    if age_s is not None and not age_s > 0:
+        raise InvalidInputError("an aging time is > 0 s", field="age_s", value=age_s)
     if distribution is not None and distribution[0].shape[0] != submit_s.shape[0]:
         raise InvalidInputError(
             "the run-time distribution needs one row per job",
@@ -692,5 +714,6 @@ def simulate_arrays(
         distribution is not None,
         int(queue_order),
         int(min(starve_s, NO_BOUND)),
+        0.0 if age_s is None else 1.0 / float(age_s),
     )
     return result

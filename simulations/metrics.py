@@ -40,6 +40,7 @@ class SimulationResult(BaseModel):
     p50_wait_s: float
     p90_wait_s: float
     p99_wait_s: float
+    max_wait_s: float = 0.0
     max_bsld: float
     p99_bsld: float = 0.0
     makespan_s: int
@@ -72,6 +73,7 @@ def summarize(
         "p50_wait_s": float(np.percentile(wait, 50)),
         "p90_wait_s": float(np.percentile(wait, 90)),
         "p99_wait_s": float(np.percentile(wait, 99)),
+        "max_wait_s": float(wait.max()),
         "mean_bsld": float(bsld.mean()),
         "p99_bsld": float(np.percentile(bsld, 99)),
         "max_bsld": float(bsld.max()),

@@ -71,6 +71,7 @@ def replay(
     label: str | None = None,
     queue_order: Order = "fcfs",
     starve_s: int | None = None,
+    age_s: float | None = None,
 ) -> Schedule:
     """Simulate ``workload``; ``model`` needs one estimate per job (e.g. history p50).
 
@@ -80,9 +81,11 @@ def replay(
     ``queue_order`` orders the queue itself by the same keys, which decides the head that
     holds EASY's reservation; a job waiting longer than ``starve_s`` goes first, in arrival
     order, and as head is protected: candidates must end before its reservation by their
-    requests. ``distribution`` corrects an outlived estimate from the job's conditional
-    run-time distribution (else it is raised to the request). ``exact`` estimates are the
-    run times themselves (capped at the request): an oracle, a bound for the others.
+    requests. ``age_s`` adds wait / ``age_s`` to the ``xf`` key (a long job ages as if
+    its estimate were at most ``age_s``). ``distribution`` corrects an outlived estimate
+    from the job's conditional run-time distribution (else it is raised to the request).
+    ``exact`` estimates are the run times themselves (capped at the request): an oracle,
+    a bound for the others.
     ``label`` names the policy in the result (e.g. ``rightsize``)."""
     if policy not in _POLICIES:
         raise InvalidInputError(
@@ -131,6 +134,7 @@ def replay(
         distribution=distribution,
         queue_order=_ORDERS[queue_order],
         starve_s=NO_BOUND if starve_s is None else starve_s,
+        age_s=age_s,
     )
     seconds = time.perf_counter() - began
     cpu_seconds = time.process_time() - began_cpu

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulations.estimates import RuntimeDistributions
 from simulations.replay import Schedule, replay
@@ -71,6 +71,34 @@ class RightsizePolicy(BaseModel):
         description="A job waiting longer goes first (arrival order) and, as head, is "
         "protected from under-estimated backfills (None: no bound)",
     )
+    starve_max_requests: float | None = Field(
+        default=1.0,
+        gt=0,
+        description="The starvation bound as a multiple of the longest request (the "
+        "partition's time limit at a center); the shipped bound (None: starve_h's)",
+    )
+    age_h: float | None = Field(
+        default=None,
+        gt=0,
+        description="The xf key grows by wait / age_h besides: a long job ages as if its "
+        "estimate were at most age_h (None: plain xf)",
+    )
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> RightsizePolicy:
+        if self.starve_h is not None and self.starve_max_requests is not None:
+            raise ValueError(
+                "starve_h and starve_max_requests are two ways to give one bound: "
+                f"got starve_h={self.starve_h} and starve_max_requests="
+                f"{self.starve_max_requests}; set the other to None"
+            )
+        return self
+
+    def starve_s(self, workload: Workload) -> int | None:
+        """The bound in seconds on ``workload`` (None: no bound)."""
+        if self.starve_max_requests is not None:
+            return round(self.starve_max_requests * int(workload.req_s.max()))
+        return None if self.starve_h is None else round(self.starve_h * 3600)
 
 
 def replay_rightsize(
@@ -87,7 +115,8 @@ def replay_rightsize(
         model_estimates_s=distributions.quantile_s(chosen.estimate_quantile),
         order=chosen.order,
         queue_order=chosen.queue_order,
-        starve_s=None if chosen.starve_h is None else round(chosen.starve_h * 3600),
+        starve_s=chosen.starve_s(workload),
+        age_s=None if chosen.age_h is None else chosen.age_h * 3600,
         distribution=(
             None
             if chosen.correction_quantile is None

@@ -87,6 +87,13 @@ def simulate_command(
         help="With --agents: the Scheduler raises a running job's limit toward its user's "
         "request near its end instead of letting it be killed and resubmitted",
     ),
+    rightsize_order: bool = typer.Option(
+        False,
+        "--rightsize-order",
+        help="With --agents: the agents' queue runs in the rightsize order (largest "
+        "predicted expansion factor first, a job past the starvation bound first), as the "
+        "priorities agents/ordering.py sets on SLURM",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Replay a whole trace; one run per policy x estimate (x backfill order, for EASY;
@@ -113,10 +120,13 @@ def simulate_command(
             event_log,
             as_json,
             extend_in_place,
+            rightsize_order,
         )
         return
     if extend_in_place:
         fail(RightsizeError("--extend-in-place: only with --agents"), as_json)
+    if rightsize_order:
+        fail(RightsizeError("--rightsize-order: only with --agents"), as_json)
     if schedule_out is not None:
         _check_writable(schedule_out, as_json)
     from simulations.report import coincidence_note, write_report
@@ -260,6 +270,7 @@ def _simulate_with_agents(
     event_log: Path | None,
     as_json: bool,
     extend_in_place: bool,
+    rightsize_order: bool = False,
 ) -> None:
     for flag, values, alone in (
         ("--policy", policy, ("fcfs", "easy")),
@@ -296,6 +307,7 @@ def _simulate_with_agents(
                     home=Path(home),
                     event_log=event_log,
                     extend_in_place=extend_in_place,
+                    rightsize_order=rightsize_order,
                 )
             )
     except RightsizeError as error:
@@ -308,11 +320,13 @@ def _simulate_with_agents(
             f"({c.window_jobs:,}) on the simulated cluster, {c.policy}, "
             f"{c.history_jobs:,} earlier jobs as history"
         )
-        for column in ("run", "mean wait", "p90 wait", "mean bsld", "p99 bsld", "util"):
+        for column in ("run", "mean wait", "p99 wait", "max wait", "mean bsld", "p99 bsld"):
             table.add_column(column, justify="right")
-        for column in ("killed", "resubmitted", "request/run"):
+        for column in ("util", "killed", "resubmitted", "request/run"):
             table.add_column(column, justify="right")
         agents_name = "agents + extension" if c.extend_in_place else "agents"
+        if c.ordering is not None:
+            agents_name += ", rightsize order"
         rows = [("EASY-user" if c.policy == "easy" else "FCFS-user", c.plain, "user")]
         if c.easy_pp is not None:
             rows.append(("EASY++", c.easy_pp, ""))
@@ -321,7 +335,8 @@ def _simulate_with_agents(
             table.add_row(
                 name,
                 f"{r.mean_wait_s / 3600:.2f} h",
-                f"{r.p90_wait_s / 3600:.2f} h",
+                f"{r.p99_wait_s / 3600:.2f} h",
+                f"{r.max_wait_s / 3600:.2f} h",
                 f"{r.mean_bsld:.2f}",
                 f"{r.p99_bsld:.1f}",
                 f"{r.utilization:.3f}",

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agents.eventlog import EventLogReader
+from agents.ordering import OrderingConfig
 from knowledge_base.errors import InvalidInputError
 from rightsize import output
 from rightsize.cli import app
@@ -220,3 +221,54 @@ def test_with_extension_in_place_no_job_is_resubmitted_for_its_walltime(
     assert comparison.agents.resubmissions == 0
     # never killed earlier than the user's own request would have been
     assert comparison.agents.killed <= comparison.plain.killed
+
+
+@pytest.mark.parametrize("bound_h", [None, 12.0])
+def test_the_rightsize_order_on_the_simulated_cluster_is_the_trace_simulators(
+    sdsc: object, bound_h: float | None
+) -> None:
+    # The order agents/ordering.py gives SLURM, applied by the simulated cluster at every
+    # scheduling event, against the compiled xf queue (users' requests: the limits the
+    # cluster kills at, so the starved head's protection is the same in both).
+    jobs = window(sdsc, 3000, 4500)  # type: ignore[arg-type]
+    ordering = OrderingConfig(starve_h=bound_h)
+    plain = asyncio.run(replay_plain(jobs, policy="easy", ordering=ordering))
+    fast = replay(
+        jobs,
+        policy="easy",
+        estimate="user",
+        order="xf",
+        queue_order="xf",
+        starve_s=None if bound_h is None else round(bound_h * 3600),
+    )
+    assert plain.mean_wait_s == pytest.approx(fast.result.mean_wait_s, abs=1e-9)
+    assert plain.max_wait_s == fast.result.max_wait_s
+    assert plain.mean_bsld == pytest.approx(fast.result.mean_bsld, abs=1e-9)
+    arrival = asyncio.run(replay_plain(jobs, policy="easy"))
+    assert arrival.mean_wait_s != pytest.approx(plain.mean_wait_s)  # the order mattered
+
+
+def test_cli_rightsize_order_reports_the_tail_beside_easy_user_and_easy_pp(
+    shared_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace = shared_data / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz"
+    args = ["simulate", "--trace", str(trace), "--agents", "--agents-jobs", "15"]
+    args += ["--agents-history", "1200", "--rightsize-order"]
+    data = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert data["ordering"]["starve_h"] == pytest.approx(60.0)  # KTH's longest request
+    for column in ("plain", "easy_pp", "agents"):
+        assert data[column]["max_wait_s"] >= data[column]["p99_wait_s"]
+    monkeypatch.setattr(output.console, "_width", 200)
+    table = runner.invoke(app, args)
+    assert table.exit_code == 0, table.output
+    rows = {line.split("│")[1].strip(): line for line in table.stdout.splitlines() if "│" in line}
+    assert {"EASY-user", "EASY++", "agents, rightsize order"} <= set(rows)
+    for column in ("p99 wait", "max wait", "mean bsld"):
+        assert column in table.stdout
+
+
+def test_cli_rightsize_order_needs_agents(shared_data: Path) -> None:
+    trace = shared_data / "traces" / "KTH-SP2-1996-2.1-cln.swf.gz"
+    result = runner.invoke(app, ["simulate", "--trace", str(trace), "--rightsize-order"])
+    assert result.exit_code == 2
+    assert "--rightsize-order: only with --agents" in result.stderr
