@@ -61,10 +61,11 @@ class OrderingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     starve_h: float | None = Field(
-        default=48.0,
+        default=24.0,
         gt=0,
         description="A job waiting longer goes before all others, in arrival order "
-        "(None: no bound)",
+        "(None: no bound). The shipped policy's bound is half the time limit long jobs "
+        "ask for (RightsizePolicy.starve_long_requests): 24 h for a 48 h limit",
     )
     base_priority: int = Field(
         default=1_000_000,

@@ -663,7 +663,7 @@ async def compare_with_agents(
     """The ``jobs`` after the first ``history_jobs`` of ``trace``, replayed plain and with
     the agents (who know the first ``history_jobs`` as the center's history); with
     ``rightsize_order`` the agents' queue runs in the rightsize order, the starvation
-    bound the shipped multiple of the trace's longest request."""
+    bound the shipped multiple of the trace's long request (its 99th percentile)."""
     if policy not in ("fcfs", "easy"):
         raise InvalidInputError(
             "with agents in the loop the simulated cluster schedules fcfs or easy",
@@ -721,7 +721,7 @@ async def compare_with_agents(
 
 def ordering_for(trace: Workload) -> OrderingConfig:
     """The rightsize order as a center would run it on ``trace``: the shipped starvation
-    bound (a multiple of the longest request, the partition's limit there)."""
+    bound (a multiple of the long request, the partition's limit there)."""
     policy = RightsizePolicy()
     bound_s = policy.starve_s(trace)
     return OrderingConfig(starve_h=None if bound_s is None else bound_s / 3600)
