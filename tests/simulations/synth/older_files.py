@@ -9,7 +9,8 @@ from typing import Any
 import torch
 
 from simulations.synth.model_files import load_model, save_model
-from simulations.synth.sequence import SequenceModel, _Network
+from simulations.synth.sequence import SequenceModel
+from simulations.synth.sequence_network import _Network
 
 
 def older_file(

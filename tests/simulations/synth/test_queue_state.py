@@ -31,7 +31,9 @@ from simulations.synth.queue_state import (
     job_work,
     machine_work_s,
 )
-from simulations.synth.sequence import _QUEUE_AT, SequenceModel, _History
+from simulations.synth.sequence import SequenceModel
+from simulations.synth.sequence_history import _History
+from simulations.synth.sequence_tokens import _QUEUE_AT
 from simulations.synth.temporal import time_profile
 
 

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from simulations.synth import sequence as sequence_module
+from simulations.synth import sequence_history
 from simulations.synth.columns import Trace
 from simulations.synth.generator import generate, training_data
 from simulations.synth.model_files import load_model, save_model
-from simulations.synth.sequence import SequenceModel, _logits, _NumpyNet
+from simulations.synth.sequence import SequenceModel
+from simulations.synth.sequence_network import _logits, _NumpyNet
 from tests.simulations.synth.older_files import older_file
 
 
@@ -65,13 +66,13 @@ def test_a_repeated_request_token_repeats_the_value(
 ) -> None:
     # Each drawn job's class and tokens, as the sampler pushes them into its history.
     pushed: list[tuple[int, int]] = []
-    original = sequence_module._History.push
+    original = sequence_history._History.push
 
     def push(self: Any, gap_s: float, op_gap: float, tokens: dict[str, int], *rest: Any) -> None:
         pushed.append((tokens["class"], tokens["request"]))
         original(self, gap_s, op_gap, tokens, *rest)
 
-    monkeypatch.setattr(sequence_module._History, "push", push)
+    monkeypatch.setattr(sequence_history._History, "push", push)
     rows, _ = sequence.sample_sequence(1500, np.random.default_rng(3))
     column = {c.name: c for c in sequence.columns}["requested_time_s"]
     last: dict[int, int] = {}

@@ -14,16 +14,16 @@ from knowledge_base.errors import InvalidInputError
 from simulations.synth.columns import Trace
 from simulations.synth.generator import generate, training_data
 from simulations.synth.model_files import load_model, save_model
-from simulations.synth.sequence import (
+from simulations.synth.sequence import SequenceModel
+from simulations.synth.sequence_feedback import (
     _NO_PREVIOUS,
-    SequenceModel,
-    TokenColumn,
-    _draw,
     _RunClassFeedback,
     previous_run_classes,
     request_class,
     run_class_shares,
 )
+from simulations.synth.sequence_network import _draw
+from simulations.synth.sequence_tokens import TokenColumn
 
 
 def test_run_class_shares_count_each_size_class_on_its_own() -> None:

@@ -15,22 +15,14 @@ import torch
 from torch.nn import functional
 
 from knowledge_base.errors import InvalidInputError
-from simulations.synth import sequence as sequence_module
+from simulations.synth import sequence_history, sequence_tokens
 from simulations.synth.columns import Trace
 from simulations.synth.generator import generate, training_data
 from simulations.synth.model_files import load_model, save_model
-from simulations.synth.sequence import (
-    _SLOT_NUMERIC,
-    _SLOTS,
-    SequenceModel,
-    _AgainFeedback,
-    _logits,
-    _loss,
-    _NumpyNet,
-    _run_number,
-    again_shares,
-    run_length_bucket,
-)
+from simulations.synth.sequence import SequenceModel
+from simulations.synth.sequence_feedback import _AgainFeedback, again_shares, run_length_bucket
+from simulations.synth.sequence_network import _logits, _loss, _NumpyNet
+from simulations.synth.sequence_tokens import _SLOT_NUMERIC, _SLOTS, _run_number
 from simulations.synth.temporal import SESSION_GAP_S
 from tests.simulations.synth.older_files import older_file
 
@@ -133,7 +125,7 @@ def _pushed(sequence: SequenceModel, monkeypatch: pytest.MonkeyPatch) -> list[tu
     """Each drawn job's session, class, processors and request tokens, and user index,
     as the sampler pushes them into its history."""
     pushed: list[tuple[Any, ...]] = []
-    original = sequence_module._History.push
+    original = sequence_history._History.push
 
     def push(
         self: Any,
@@ -148,7 +140,7 @@ def _pushed(sequence: SequenceModel, monkeypatch: pytest.MonkeyPatch) -> list[tu
         pushed.append((tokens["session"], shape, user))
         original(self, gap_s, op_gap, tokens, user, work, values)
 
-    monkeypatch.setattr(sequence_module._History, "push", push)
+    monkeypatch.setattr(sequence_history._History, "push", push)
     return pushed
 
 
@@ -208,9 +200,9 @@ def test_a_model_file_from_before_the_runs_still_samples(
     )
     assert not old.network.runs and old.network.repeat
     assert old._history().widths == (
-        sequence_module._NUMERIC_BEFORE_RUNS,
+        sequence_tokens._NUMERIC_BEFORE_RUNS,
         _SLOTS * _SLOT_NUMERIC,
-        sequence_module._CLASS_NUMERIC_BEFORE_RUNS,
+        sequence_tokens._CLASS_NUMERIC_BEFORE_RUNS,
     )
     assert len(generate(old, 300, seed=2).table) == 300
     assert math.isfinite(float(old.sample_sequence(50, np.random.default_rng(0))[0].sum()))

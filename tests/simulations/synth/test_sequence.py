@@ -20,7 +20,8 @@ from simulations.synth.copula import CopulaModel
 from simulations.synth.generator import generate, training_data, write_trace
 from simulations.synth.load import offered_load
 from simulations.synth.model_files import load_model, save_model
-from simulations.synth.sequence import _WHEN, SequenceModel, _logits, _NumpyNet
+from simulations.synth.sequence import SequenceModel
+from simulations.synth.sequence_network import _WHEN, _logits, _NumpyNet
 from simulations.synth.temporal import compare_time
 from simulations.synth.thinning import ThinningReport, thin_to_load
 from tests.simulations.synth.tables import big_and_small, job_table
