@@ -15,12 +15,13 @@ does not answer is retried a few times, then the round stops. A job whose update
 not go through keeps the priority SLURM gave it.
 
 How the Scheduler calls it (it holds the executor and each plan's predicted limit): each
-scheduling round (e.g. with the monitors' poll) take ``executor.queue()``, map the
-pending jobs through ``pending_from_queue`` with the predicted run times it knows (a job
-Rightsize did not plan is ordered by its own time limit), then ``decide_order`` and
-``apply_order``. ``Ordering.starved`` names the jobs past the bound: while one is
-pending, a running job's limit should not be extended in place past that job's
-reservation (an extension is exactly the under-estimate the bound protects against).
+scheduling round (e.g. with the monitors' poll), ``order_round(executor, setter,
+predictions)``: the queue from ``executor.queue()``, its pending jobs through
+``pending_from_queue`` with the predicted run times it knows (a job Rightsize did not
+plan is ordered by its own time limit), then ``decide_order`` and ``apply_order``.
+``Ordering.starved`` names the jobs past the bound: while one is pending, a running
+job's limit should not be extended in place past that job's reservation (an extension
+is exactly the under-estimate the bound protects against).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from knowledge_base.records import JobState
-from tools.actuators.model import QueueEntry
+from tools.actuators.base import Executor
+from tools.actuators.model import ActuatorError, QueueEntry
 from tools.actuators.ordering import MAX_PRIORITY, PriorityNotSet, PrioritySetter
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "apply_order",
     "decide_order",
     "expansion_factor",
+    "order_round",
     "pending_from_queue",
 ]
 
@@ -233,3 +236,22 @@ async def _set_one(setter: PrioritySetter, job: RankedJob, config: OrderingConfi
                 return exc.reason
             await asyncio.sleep(config.retry_delay_s)
     return "down"  # pragma: no cover - the loop returns on its last attempt
+
+
+async def order_round(
+    executor: Executor,
+    setter: PrioritySetter,
+    estimates_s: Mapping[str, float],
+    config: OrderingConfig | None = None,
+) -> tuple[Ordering | None, OrderOutcome]:
+    """One round: the executor's queue now, ranked and set. When the queue cannot be read
+    (the controller down), nothing is set and the outcome says so."""
+    chosen = config or OrderingConfig()
+    try:
+        entries = await executor.queue()
+    except ActuatorError as exc:
+        reason = "down" if exc.transient else "refused"
+        log.warning("ordering: the queue could not be read (%s): %s", reason, exc)
+        return None, OrderOutcome(stopped=reason)
+    ordering = decide_order(pending_from_queue(entries, estimates_s), executor.now(), chosen)
+    return ordering, await apply_order(ordering, setter, chosen)

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.ordering import OrderingConfig, PendingJob, apply_order, decide_order
+from agents.ordering import OrderingConfig, PendingJob, apply_order, decide_order, order_round
 from tests.private_slurm import PrivateSlurm
 from tools.actuators.ordering import PriorityNotSet, SlurmPriorities
+from tools.actuators.slurm import SlurmExecutor
 from tools.actuators.slurm_commands import SlurmCommands
 
 pytestmark = pytest.mark.slurm
@@ -202,3 +203,30 @@ async def test_an_id_slurm_cannot_take_is_refused_before_any_call() -> None:
         with pytest.raises(PriorityNotSet) as bad:
             await setter.set_priority(job_id, priority)
         assert bad.value.reason == "invalid"
+
+
+async def test_a_round_reads_the_queue_ranks_it_and_sets_it_or_says_slurm_is_down(
+    cluster: PrivateSlurm, workdir: Path
+) -> None:
+    blocker = _sbatch(workdir, "blocker", 20)
+    slow, quick = _sbatch(workdir, "slow", 1), _sbatch(workdir, "quick", 1)
+    try:
+        executor = SlurmExecutor(output_dir=workdir)
+        # quick is predicted short: it goes first although it came second
+        ordering, outcome = await order_round(
+            executor, SlurmPriorities(), {slow: 3000.0, quick: 20.0}, OrderingConfig()
+        )
+        assert ordering is not None
+        mine = [j.job_id for j in ordering.jobs if j.job_id in (slow, quick)]
+        assert mine == [quick, slow]
+        assert {slow, quick} <= set(outcome.set) and outcome.stopped is None
+        assert _priority(quick) > _priority(slow)
+        cluster.stop_controller()
+        try:
+            down = SlurmExecutor(output_dir=workdir, commands=SlurmCommands(timeout_s=10))
+            ordering, outcome = await order_round(down, SlurmPriorities(), {})
+            assert ordering is None and outcome.stopped == "down" and outcome.set == []
+        finally:
+            cluster.start_controller()
+    finally:
+        subprocess.run(["scancel", slow, quick, blocker], timeout=30)
