@@ -98,7 +98,13 @@ from knowledge_base.records import (
 from knowledge_base.store import KnowledgeBase
 from knowledge_base.workload import DNNTraining, GenericJob
 from tools.actuators.base import Executor
-from tools.actuators.model import JobNotFound, JobRequest, SimulatedWork, WalltimeNotExtended
+from tools.actuators.model import (
+    ActuatorError,
+    JobNotFound,
+    JobRequest,
+    SimulatedWork,
+    WalltimeNotExtended,
+)
 from tools.actuators.monitor import Progress, parse_progress
 from tools.planning.builder import job_request
 from tools.planning.render import command_for
@@ -1084,7 +1090,12 @@ class Scheduler(Agent[SchedulerObservation]):
                 job_name(plan, action.segment_index, action.attempt)
             )
         if job_id is None:
-            job_id = await executor.submit(self._request(plan, action))
+            try:
+                job_id = await executor.submit(self._request(plan, action))
+            except ActuatorError as exc:
+                if exc.transient:
+                    raise  # the batch system may answer later: the event is retried
+                return await self._refused(plan, action, exc)
             log.info(
                 "plan %s: segment %d attempt %d is job %s (%s)",
                 plan.id,
@@ -1109,6 +1120,32 @@ class Scheduler(Agent[SchedulerObservation]):
         plan = await update_plan(self.kb, action.plan_id, record)
         self._watch(plan, job_id)
         return self._submitted_events(plan, action, job_id)
+
+    async def _refused(self, plan: Plan, action: Submit, error: ActuatorError) -> list[Emit]:
+        """The executor can never run this job (a request beyond every node it has, a
+        partition it does not know): the submission's intent ends FAILED and so does the
+        plan, with the executor's reason. Nothing waits for a job that will never exist."""
+
+        def fail_intent(stored: Plan) -> Plan | None:
+            intent = _submission(stored, action.segment_index, action.attempt)
+            if intent is None or intent.job_id is not None:
+                return None
+            segments = [
+                s.model_copy(update={"state": SegmentState.FAILED}) if s is intent else s
+                for s in stored.segments
+            ]
+            return stored.model_copy(update={"segments": segments})
+
+        await update_plan(self.kb, plan.id, fail_intent)
+        log.warning("plan %s: segment %d not submitted: %s", plan.id, action.segment_index, error)
+        return await self._conclude(
+            Conclude(
+                plan_id=plan.id,
+                purpose=action.purpose,
+                status=PlanStatus.FAILED,
+                reason=f"the batch system cannot run segment {action.segment_index}: {error}",
+            )
+        )
 
     def _watch(self, plan: Plan, job_id: str) -> None:
         assert plan.option is not None

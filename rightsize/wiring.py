@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from knowledge_base.catalog import System
@@ -16,6 +18,7 @@ from knowledge_base.store import KnowledgeBase
 from rightsize.settings import Settings
 from tools.actuators.base import Executor
 from tools.actuators.simulated import SimulatedCluster, WallClock
+from tools.actuators.simulated_journal import SqliteJournal
 from tools.actuators.slurm import SlurmExecutor
 from tools.actuators.slurm_commands import SlurmCommandError, SlurmCommands
 
@@ -27,6 +30,7 @@ __all__ = [
     "ExecutorKind",
     "knowledge_base",
     "open_executor",
+    "open_simulated",
     "promoted_loader",
     "resolve_executor",
     "slurm_answers",
@@ -128,10 +132,28 @@ def open_executor(settings: Settings, system: System | None = None) -> Executor:
             ),
             system=system,
         )
+    return open_simulated(settings, system)
+
+
+def simulated_journal_path(settings: Settings) -> Path:
+    """The simulated cluster every process of this home shares (the CLI, the MCP server,
+    ``rightsize center run``): its journal of submissions, and so its job ids."""
+    return settings.home.expanduser() / "simulated-cluster.sqlite"
+
+
+def open_simulated(settings: Settings, system: System | None = None) -> SimulatedCluster:
+    """The shared simulated cluster: ``system``'s node types and partitions (the
+    catalog's), or, without a system, the settings' one pool of identical nodes."""
+    journal = SqliteJournal(simulated_journal_path(settings))
+    clock = WallClock(speedup=settings.simulated_speedup, origin=journal.origin(datetime.now(UTC)))
+    if system is not None:
+        return SimulatedCluster.of_system(
+            system, clock=clock, journal=journal, default_nodes=settings.simulated_nodes
+        )
     return SimulatedCluster(
         nodes=settings.simulated_nodes,
         cores_per_node=settings.simulated_cores_per_node,
         memory_mb_per_node=settings.simulated_memory_mb_per_node,
-        clock=WallClock(speedup=settings.simulated_speedup),
-        system=system,
+        clock=clock,
+        journal=journal,
     )

@@ -31,9 +31,14 @@ from knowledge_base.importers.slurm import import_slurm_system
 from knowledge_base.store import KnowledgeBase
 from rightsize.output import fail
 from rightsize.settings import Settings
-from rightsize.wiring import AUTO_FELL_BACK, knowledge_base, open_executor, resolve_executor
+from rightsize.wiring import (
+    AUTO_FELL_BACK,
+    knowledge_base,
+    open_executor,
+    open_simulated,
+    resolve_executor,
+)
 from tools.actuators.base import Executor
-from tools.actuators.simulated import SimulatedCluster
 from tools.actuators.slurm import SlurmExecutor
 from tools.actuators.slurm_commands import SlurmCommands
 from tools.planning.builder import PlanningConfig
@@ -100,7 +105,8 @@ async def build_executors(
     """Executors by catalog system: the local SLURM, a Tapis system, or the simulated cluster.
 
     The local SLURM is (re)imported into the catalog as ``settings.local_system`` so plans
-    can target it. The simulated cluster stands in for every system of the catalog.
+    can target it. Simulated, each system of the catalog is a cluster of its node types
+    and partitions, all in the one journal the processes of this home share.
     """
     kind = await asyncio.to_thread(resolve_executor, settings)
     if kind == "slurm":
@@ -114,9 +120,8 @@ async def build_executors(
         name = settings.tapis_system or ""
         known = catalog.system(name) if name in catalog.names() else None
         return {name: open_executor(settings.model_copy(update={"executor": "tapis"}), known)}
-    cluster = open_executor(settings.model_copy(update={"executor": "simulated"}))
-    assert isinstance(cluster, SimulatedCluster)
-    return dict.fromkeys(catalog.names(), cluster)
+    # One cluster per system, every one from the journal all processes share.
+    return {system.name: open_simulated(settings, system) for system in catalog.systems}
 
 
 def center_config(

@@ -249,7 +249,19 @@ async def _submit(
         "cost": outcome.cost.model_dump() if outcome.cost else None,
         "reason": plan.reason,
         "jobs": [j.model_dump(mode="json") for j in shown.jobs],
+        "note": _left_running(plan) if d.embedded and not wait else None,
     }
+
+
+def _left_running(plan: Plan) -> str | None:
+    """What ``submit`` without ``--wait`` leaves behind on the embedded center, said."""
+    if plan.status.ended:
+        return None
+    return (
+        f"the embedded center stopped with this command: the job stays with the batch "
+        f"system, but plan {plan.id} moves on (its end, the next segment, a resubmission) "
+        f"only while a center runs: `rightsize watch {plan.id}` or `rightsize center run`"
+    )
 
 
 def submit_command(
@@ -282,10 +294,22 @@ def submit_command(
         )
         if result["reason"]:
             console.print(result["reason"], highlight=False)
+        if result["note"]:
+            console.print(f"note: {result['note']}", highlight=False)
 
     emit(result, as_json, render)
     if result["state"] in (PlanStatus.FAILED.value, PlanStatus.CANCELLED.value):
         raise typer.Exit(code=1)
+    if wait and result["state"] not in _ENDED:
+        print(
+            f"rightsize submit: plan {result['plan_id']} is still {result['state']} after "
+            f"--timeout-s {timeout_s:g}; follow it with `rightsize watch {result['plan_id']}`",
+            file=sys.stderr,
+        )
+        raise typer.Exit(code=1)
+
+
+_ENDED = {s.value for s in PlanStatus if s.ended}
 
 
 # -- status / jobs --------------------------------------------------------------------------
