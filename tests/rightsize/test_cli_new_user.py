@@ -148,3 +148,52 @@ def test_plans_from_three_processes_at_once_get_three_job_ids_and_run_on(
     assert "completed" in watched.stdout
     jobs = json.loads(rightsize(env, "jobs", "--json").stdout)["jobs"]
     assert sorted(j["job_id"] for j in jobs) == sorted(ids)
+
+
+async def test_a_plan_submitted_through_mcp_with_center_runs_to_its_end(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """``rightsize mcp --center`` over stdio: build_plan, submit_plan, then
+    get_plan_status until the plan is over; the executor the tool opens sees the job
+    the center's Scheduler submitted (one cluster), so no job error on the way."""
+    import asyncio
+
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "rightsize", "mcp", "--center"],
+        env=env | {"RIGHTSIZE_MCP_USER": "newbie"},
+        cwd=str(REPO),
+    )
+    spec = {
+        "name": "mcp-sleep",
+        "user": "newbie",
+        "workload": {
+            "kind": "generic",
+            "application": "sleep",
+            "nodes": 1,
+            "cores": 1,
+            "walltime_s": 120,
+        },
+        "goals": {"systems": ["owens"]},
+    }
+    async with Client(params, read_timeout_seconds=120) as client:
+        built = (await client.call_tool("build_plan", {"workload": spec})).structured_content
+        assert built is not None and built["plan_id"], built
+        submitted = await client.call_tool(
+            "submit_plan", {"plan_id": built["plan_id"], "confirm": True}
+        )
+        assert not submitted.is_error, submitted.content
+        seen: list[dict[str, object]] = []
+        for _ in range(600):
+            answer = await client.call_tool("get_plan_status", {"plan_id": built["plan_id"]})
+            status = answer.structured_content
+            assert status is not None
+            seen.append(status)
+            if status["plan"]["status"] in ("completed", "failed", "cancelled"):
+                break
+            await asyncio.sleep(0.2)
+    assert seen[-1]["plan"]["status"] == "completed", seen[-1]
+    assert all(not s["job_errors"] for s in seen), [s["job_errors"] for s in seen]
+    assert [j["state"] for j in seen[-1]["jobs"]] == ["completed"]
