@@ -83,6 +83,7 @@ from agents.rescheduler import (
 )
 from agents.runtime import Action, Agent, Emit, Observation
 from agents.topics import JOBS, PLANS
+from knowledge_base.cas import PlanRaced, update_job, update_plan
 from knowledge_base.errors import ConflictError, NotFoundError, RightsizeError
 from knowledge_base.records import (
     CascadeSegment,
@@ -106,8 +107,8 @@ from tools.actuators.model import (
     WalltimeNotExtended,
 )
 from tools.actuators.monitor import Progress, parse_progress
-from tools.planning.builder import job_request
-from tools.planning.render import command_for
+from tools.planning.render import job_name as render_job_name
+from tools.planning.render import segment_request
 
 __all__ = [
     "CancelByName",
@@ -133,32 +134,6 @@ log = logging.getLogger(__name__)
 Purpose = Literal["workload", "profiling"]
 SimulatedBehaviour = Callable[[Plan, int, int], SimulatedWork | None]
 """(plan, segment index, attempt) -> how the job behaves on the simulated cluster."""
-
-
-class PlanRaced(RightsizeError):
-    """Someone else kept updating the plan; the handler is retried from the start."""
-
-    transient = True
-
-
-async def update_plan(
-    kb: KnowledgeBase, plan_id: str, change: Callable[[Plan], Plan | None], *, tries: int = 8
-) -> Plan:
-    """Read the plan, apply ``change`` (None: nothing to do) and store it, compare-and-set.
-
-    Another agent (the Intelligence Plane, a second Scheduler replica) may update the same
-    plan; on a lost race the change is applied again to what is stored now.
-    """
-    for _ in range(tries):
-        plan = await kb.get_plan(plan_id)
-        changed = change(plan)
-        if changed is None:
-            return plan
-        try:
-            return await kb.put_plan(changed)
-        except ConflictError:
-            continue
-    raise PlanRaced(f"plan {plan_id!r} kept changing under {tries} updates; retrying")
 
 
 class SchedulerConfig(BaseModel):
@@ -319,7 +294,7 @@ class WatchJob(Action):
 
 def job_name(plan: Plan, index: int, attempt: int) -> str:
     """A job's unique name: how a submission is found again after a crash."""
-    return f"{plan.spec.name[:48]}-{plan.id[:56]}-s{index}a{attempt}"
+    return render_job_name(plan.spec, plan.id, index, attempt)
 
 
 def _own_clock(executor: Executor, unit: str) -> bool:
@@ -328,7 +303,9 @@ def _own_clock(executor: Executor, unit: str) -> bool:
 
 
 def _purpose_of(plan: Plan) -> Purpose:
-    return "profiling" if plan.id.startswith("profile-") else "workload"
+    """Set when the plan was made (``Plan.purpose``), never read from its id: a user's
+    workload named ``profile-x`` is a workload."""
+    return plan.purpose
 
 
 def _checkpointable(plan: Plan) -> bool:
@@ -452,7 +429,14 @@ class Scheduler(Agent[SchedulerObservation]):
         approved = payload.plan
         stored = await self._plan(approved.id)
         if stored is None:
-            fresh = approved.model_copy(update={"version": 0, "status": PlanStatus.APPROVED})
+            fresh = approved.model_copy(
+                update={
+                    "version": 0,
+                    "status": PlanStatus.APPROVED,
+                    # the approval says what the plan is for, where its maker did not
+                    "purpose": "profiling" if payload.purpose == "profiling" else approved.purpose,
+                }
+            )
             try:
                 stored = await self.kb.put_plan(fresh)
             except ConflictError:
@@ -1020,7 +1004,8 @@ class Scheduler(Agent[SchedulerObservation]):
             elif isinstance(action, RecordState):
                 await update_plan(self.kb, action.plan_id, partial(_mark_state, action))
             elif isinstance(action, RecordJob):
-                await self.kb.add_jobs([action.record])
+                ended = partial(_ended_record, action.record)
+                await update_job(self.kb, action.record.system, action.record.job_id, ended)
             elif isinstance(action, RequestReplan):
                 emits.extend(await self._replan(action))
             elif isinstance(action, Revise):
@@ -1091,7 +1076,7 @@ class Scheduler(Agent[SchedulerObservation]):
             )
         if job_id is None:
             try:
-                job_id = await executor.submit(self._request(plan, action))
+                job_id = await executor.submit(await self._request(plan, action))
             except ActuatorError as exc:
                 if exc.transient:
                     raise  # the batch system may answer later: the event is retried
@@ -1184,42 +1169,42 @@ class Scheduler(Agent[SchedulerObservation]):
             ),
         ]
 
-    def _request(self, plan: Plan, action: Submit) -> JobRequest:
+    async def _request(self, plan: Plan, action: Submit) -> JobRequest:
+        """The job contract's request (``tools.planning.render.segment_request``, as
+        ``plan --sbatch`` prints it) for this submission, in its working directory."""
         option = plan.option
         assert option is not None
-        spec = plan.spec
-        qos = None
-        request = job_request(spec, option, qos, action.walltime_s, command_for(spec))
-        env: dict[str, str] = {}
-        workload = spec.workload
-        if _purpose_of(plan) == "profiling":
-            env["RIGHTSIZE_PROFILE_STEPS"] = str(self.config.profile_steps)
-        if isinstance(workload, DNNTraining):
-            env["RIGHTSIZE_EPOCHS"] = str(workload.epochs)
-            if option.batch_size is not None:
-                env["RIGHTSIZE_BATCH_SIZE"] = str(option.batch_size)
-            if workload.checkpointable:
-                work_s = max(1, action.walltime_s - self.config.checkpoint_overhead_s)
-                env["RIGHTSIZE_SEGMENT"] = str(action.segment_index)
-                env["RIGHTSIZE_SEGMENTS"] = str(planned_segments(plan))
-                env["RIGHTSIZE_SEGMENT_WORK_S"] = str(work_s)
+        option = option.model_copy(update={"memory_mb": action.memory_mb})
         working_dir = None
         if self.config.work_dir is not None:
             working_dir = self.config.work_dir.expanduser().resolve() / plan.id
             working_dir.mkdir(parents=True, exist_ok=True)
+        request = segment_request(
+            plan.spec,
+            option,
+            qos=await self._qos(plan),
+            walltime_s=action.walltime_s,
+            index=action.segment_index,
+            segments=planned_segments(plan),
+            attempt=action.attempt,
+            checkpoint_overhead_s=self.config.checkpoint_overhead_s,
+            plan_id=plan.id,
+            working_dir=working_dir,
+            profile_steps=self.config.profile_steps if _purpose_of(plan) == "profiling" else None,
+        )
         simulated = (
             self.simulated(plan, action.segment_index, action.attempt) if self.simulated else None
         )
-        return JobRequest.model_validate(
-            {
-                **request.model_dump(),
-                "name": job_name(plan, action.segment_index, action.attempt),
-                "environment": env,
-                "plan_id": plan.id,
-                "working_dir": working_dir,
-                "simulated": simulated.model_dump() if simulated else None,
-            }
-        )
+        return request.model_copy(update={"simulated": simulated}) if simulated else request
+
+    async def _qos(self, plan: Plan) -> str | None:
+        """The partition's QOS, as the planner gave the plan (the catalog's)."""
+        assert plan.option is not None
+        try:
+            system = await self.kb.get_system(plan.option.system)
+            return system.partition(plan.option.partition).qos
+        except NotFoundError:
+            return None
 
     async def _conclude(self, action: Conclude) -> list[Emit]:
         def finish(plan: Plan) -> Plan | None:
@@ -1612,6 +1597,14 @@ def _finished(plan: Plan, purpose: Purpose) -> Emit:
         ),
         correlation_id=plan.id,
     )
+
+
+def _ended_record(record: JobRecord, known: JobRecord | None) -> JobRecord | None:
+    """The job's end as history keeps it: what the batch system accounted, and the
+    prediction another agent annotated (kept whenever it landed)."""
+    if known is not None and record.predicted_runtime_s is None:
+        record = record.model_copy(update={"predicted_runtime_s": known.predicted_runtime_s})
+    return None if record == known else record
 
 
 def _ended(segment: CascadeSegment) -> bool:

@@ -208,8 +208,11 @@ async def run_cascade_demo(
                         say(line)
                         if d.plan_id == plan_id and timing is None:
                             timing = asyncio.create_task(run_reference())
-                        if d.plan_id.startswith("profile-") and d.new_job_id:
-                            profiling.append(d.new_job_id)
+                        if d.new_job_id and d.plan_id != plan_id:
+                            with contextlib.suppress(RightsizeError):
+                                made = await center.kb.get_plan(d.plan_id)
+                                if made.purpose == "profiling":  # as its maker said
+                                    profiling.append(d.new_job_id)
                 plan = None
                 with contextlib.suppress(RightsizeError):
                     plan = await center.kb.get_plan(plan_id)

@@ -251,7 +251,9 @@ def _write_scripts(
         return
     # File names come from the workload's name: write_files keeps them inside the folder.
     if sbatch is not None:
-        write_files(sbatch, spec.name, sbatch_scripts(chosen, spec), ".sbatch", field="--sbatch")
+        overhead = settings.checkpoint_overhead_s  # as the Scheduler's, so the same job
+        scripts = sbatch_scripts(chosen, spec, checkpoint_overhead_s=overhead)
+        write_files(sbatch, spec.name, scripts, ".sbatch", field="--sbatch")
     if tapis is not None:
         bodies = tapis_requests(
             chosen,
