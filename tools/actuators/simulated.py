@@ -196,6 +196,7 @@ class SimulatedCluster(Executor):
     or the ``pools`` given (``of_system``: a catalog system's)."""
 
     backend = "simulated"
+    progress_is_run_time = True  # RIGHTSIZE_PROGRESS second=k/n: its own run, no code runs
 
     def __init__(
         self,
