@@ -45,7 +45,6 @@ from agents.scheduling.actions import (
     RecordState,
     RequestReplan,
     Revise,
-    SimulatedBehaviour,
     Submit,
     WatchJob,
 )
@@ -57,7 +56,6 @@ from agents.scheduling.entries import (
     mark_state,
     reachable_limit_s,
     revision_key,
-    simulated_from_estimate,
 )
 from agents.scheduling.observations import SchedulerObservation
 from agents.scheduling.rescheduling import Rescheduling
@@ -85,7 +83,6 @@ __all__ = [
     "Submit",
     "WatchJob",
     "job_name",
-    "simulated_from_estimate",
     "update_plan",
 ]
 
@@ -107,13 +104,10 @@ class Scheduler(Sensing, Submission, Rescheduling, Agent[SchedulerObservation]):
         executors: Mapping[str, Executor],
         bus: Bus,
         config: SchedulerConfig | None = None,
-        *,
-        simulated: SimulatedBehaviour | None = simulated_from_estimate,
     ) -> None:
         self.kb = kb
         self.executors = dict(executors)
         self.config = config or SchedulerConfig()
-        self.simulated = simulated
         self.monitors = {
             system: JobMonitor(executor, bus, system=system, source=self.name)
             for system, executor in self.executors.items()

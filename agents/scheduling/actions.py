@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Literal
 
 from pydantic import Field
 
 from agents.events import PlanReplanDecided
 from agents.runtime import Action
-from knowledge_base.records import JobRecord, JobState, Plan, PlanStatus
-from tools.actuators.model import SimulatedWork
+from knowledge_base.records import JobRecord, JobState, PlanStatus
 
 __all__ = [
     "CancelByName",
@@ -22,14 +20,11 @@ __all__ = [
     "RecordState",
     "RequestReplan",
     "Revise",
-    "SimulatedBehaviour",
     "Submit",
     "WatchJob",
 ]
 
 Purpose = Literal["workload", "profiling"]
-SimulatedBehaviour = Callable[[Plan, int, int], SimulatedWork | None]
-"""(plan, segment index, attempt) -> how the job behaves on the simulated cluster."""
 
 
 class Submit(Action):

@@ -7,10 +7,8 @@ a job is named, how far its limit may be raised, and mark a job's new state.
 
 from __future__ import annotations
 
-import math
-
 from agents.events import PlanFinished, PlanReplanDecided
-from agents.rescheduler import ReschedulePolicy, entry_of, planned_segments, submitted
+from agents.rescheduler import ReschedulePolicy, entry_of, submitted
 from agents.runtime import Emit
 from agents.scheduling.actions import Purpose, RecordState
 from knowledge_base.records import (
@@ -18,12 +16,10 @@ from knowledge_base.records import (
     JobRecord,
     Plan,
     PlanStatus,
-    ResourceEstimate,
     SegmentState,
 )
 from knowledge_base.workload import DNNTraining, GenericJob
 from tools.actuators.base import Executor
-from tools.actuators.model import SimulatedWork
 from tools.planning.render import job_name as render_job_name
 
 __all__ = [
@@ -44,7 +40,6 @@ __all__ = [
     "replan_key",
     "revision_key",
     "segment_ended",
-    "simulated_from_estimate",
     "submission_of",
 ]
 
@@ -86,16 +81,6 @@ def mark_segment(plan: Plan, job_id: str, state: SegmentState) -> Plan | None:
     if state is SegmentState.RUNNING and status in (PlanStatus.APPROVED, PlanStatus.SUBMITTED):
         status = PlanStatus.RUNNING
     return plan.model_copy(update={"segments": segments, "status": status})
-
-
-def simulated_from_estimate(plan: Plan, index: int, attempt: int) -> SimulatedWork | None:
-    """On the simulated cluster, a job behaves as its estimate says (its share of it)."""
-    estimate: ResourceEstimate | None = plan.estimate
-    if estimate is None:
-        return None
-    segments = planned_segments(plan)
-    run_s = max(1, math.ceil(estimate.runtime_s.point / segments))
-    return SimulatedWork(run_s=run_s, peak_memory_mb=math.ceil(estimate.memory_mb.point))
 
 
 def extension_tried(entry: CascadeSegment, from_s: int | None = None) -> bool:

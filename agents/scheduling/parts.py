@@ -9,7 +9,7 @@ from datetime import datetime
 from agents.monitor import JobMonitor
 from agents.rescheduler import Limits
 from agents.runtime import Emit
-from agents.scheduling.actions import Conclude, SimulatedBehaviour
+from agents.scheduling.actions import Conclude
 from agents.scheduling.config import SchedulerConfig
 from knowledge_base.errors import NotFoundError
 from knowledge_base.records import Plan
@@ -27,7 +27,6 @@ class SchedulerParts:
     executors: dict[str, Executor]
     config: SchedulerConfig
     monitors: dict[str, JobMonitor]
-    simulated: SimulatedBehaviour | None
     # job -> (first progress fraction seen, when): the base of its pace
     _first_seen: dict[str, tuple[float, datetime]]
 

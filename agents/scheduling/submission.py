@@ -192,7 +192,7 @@ class Submission(SchedulerParts):
         if self.config.work_dir is not None:
             working_dir = self.config.work_dir.expanduser().resolve() / plan.id
             working_dir.mkdir(parents=True, exist_ok=True)
-        request = segment_request(
+        return segment_request(
             plan.spec,
             option,
             qos=await self._qos(plan),
@@ -205,10 +205,6 @@ class Submission(SchedulerParts):
             working_dir=working_dir,
             profile_steps=self.config.profile_steps if purpose_of(plan) == "profiling" else None,
         )
-        simulated = (
-            self.simulated(plan, action.segment_index, action.attempt) if self.simulated else None
-        )
-        return request.model_copy(update={"simulated": simulated}) if simulated else request
 
     async def _qos(self, plan: Plan) -> str | None:
         """The partition's QOS, as the planner gave the plan (the catalog's)."""

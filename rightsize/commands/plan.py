@@ -39,9 +39,17 @@ __all__ = ["plan_command"]
 
 
 def _hours(seconds: float | None) -> str:
+    """A duration as a person reads it: under an hour in minutes (a 5-minute run is
+    "5 min", not "0.0 h"), under a minute in seconds, else hours."""
     if seconds is None:
         return "?"
-    return "0 h" if seconds == 0 else f"{seconds / 3600:.1f} h"
+    if seconds == 0:
+        return "0 h"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _clock(seconds: int) -> str:

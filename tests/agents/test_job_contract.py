@@ -89,7 +89,6 @@ async def test_the_scheduler_submits_the_script_plan_sbatch_writes(
             {system.name: cluster},
             center.bus,
             SchedulerConfig(checkpoint_overhead_s=OVERHEAD_S),
-            simulated=None,
         )
         await center.start(scheduler)
         record = chosen.to_record(spec, f"{spec.name}-0123456789ab")

@@ -11,11 +11,16 @@ walltimes, it does not delay the head's reservation; the trace simulator in
 ``simulations/`` has the fast versions of these and more). A request no pool can ever
 hold is refused at submission (``RequestRejected``), never queued for ever.
 
-A job behaves as its ``JobRequest.simulated`` says: it runs ``run_s``, is killed at its
+How a job behaves is the cluster's own model (``model``: a request to its
+``SimulatedWork``; by default ``WalltimeShare``: it runs 80% of the walltime it asked,
+as a planner's walltime carries a margin over its estimate, and peaks at half its
+memory), never something the submitter says: a production request carries no
+simulation. The work is kept in the journal with the job (``JobRequest.simulated``),
+so every process replays the same outcome. A job runs ``run_s``, is killed at its
 walltime (TIMEOUT), is killed for memory when its peak exceeds its request
 (OUT_OF_MEMORY, after a tenth of its run, when training jobs typically reach their
-peak), and fails with a non-zero ``exit_code``. A job without a ``simulated``
-description runs its whole walltime and completes.
+peak), and fails with a non-zero ``exit_code``. A model that returns None: the job
+runs its whole walltime and completes.
 
 The cluster is its journal (``tools.actuators.simulated_journal``) replayed on its
 clock: every submission, cancel and walltime change is written there first, and every
@@ -26,7 +31,8 @@ file share the cluster (ids, jobs, outcomes). Time moves only through the clock:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal, Protocol
@@ -40,6 +46,7 @@ from tools.actuators.model import (
     JobStatus,
     QueueEntry,
     RequestRejected,
+    SimulatedWork,
     WalltimeNotExtended,
 )
 from tools.actuators.simulated_journal import Entry, Journal, MemoryJournal
@@ -52,6 +59,8 @@ __all__ = [
     "PoolSpec",
     "SimulatedCluster",
     "WallClock",
+    "WalltimeShare",
+    "WorkModel",
     "catalog_pools",
 ]
 
@@ -96,6 +105,25 @@ class WallClock:
         if self.speedup == 1.0:
             return wall
         return self._origin + (wall - self._origin) * self.speedup
+
+
+WorkModel = Callable[[JobRequest], SimulatedWork | None]
+"""The simulated cluster's model of a job: how long it runs, its peak, its exit code."""
+
+
+@dataclass(frozen=True)
+class WalltimeShare:
+    """A job runs ``run_share`` of its walltime and peaks at ``memory_share`` of its
+    memory: the planner's walltime and memory carry margins over what it estimated."""
+
+    run_share: float = 0.8
+    memory_share: float = 0.5
+
+    def __call__(self, request: JobRequest) -> SimulatedWork:
+        return SimulatedWork(
+            run_s=max(1, math.ceil(request.walltime_s * self.run_share)),
+            peak_memory_mb=math.ceil(request.memory_mb * self.memory_share),
+        )
 
 
 @dataclass(frozen=True)
@@ -210,6 +238,7 @@ class SimulatedCluster(Executor):
         policy: ClusterPolicy = "fcfs",
         pools: Sequence[PoolSpec] | None = None,
         journal: Journal | None = None,
+        model: WorkModel | None = None,
     ) -> None:
         super().__init__(system)
         if policy not in ("fcfs", "easy"):
@@ -232,6 +261,7 @@ class SimulatedCluster(Executor):
         self.policy = policy
         self.clock: Clock = clock or ManualClock()
         self.journal: Journal = journal or MemoryJournal()
+        self.model: WorkModel = model or WalltimeShare()
         self._key = system.name if system is not None else ""
         self._reset(self.clock.now())
 
@@ -244,6 +274,7 @@ class SimulatedCluster(Executor):
         journal: Journal | None = None,
         policy: ClusterPolicy = "fcfs",
         default_nodes: int = 4,
+        model: WorkModel | None = None,
     ) -> SimulatedCluster:
         """The catalog's ``system``: its node types and partitions (``catalog_pools``)."""
         return cls(
@@ -252,6 +283,7 @@ class SimulatedCluster(Executor):
             system=system,
             policy=policy,
             journal=journal,
+            model=model,
         )
 
     def _reset(self, at: datetime) -> None:
@@ -442,6 +474,8 @@ class SimulatedCluster(Executor):
                 + "; ".join(too_big),
                 field="request",
             )
+        if request.simulated is None:  # the cluster's own model says how the job behaves
+            request = request.model_copy(update={"simulated": self.model(request)})
         entry = self.journal.append(
             "submit", self._key, self.clock.now(), body=request.model_dump_json()
         )
