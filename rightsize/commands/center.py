@@ -36,7 +36,6 @@ from rightsize.wiring import (
     AUTO_FELL_BACK,
     knowledge_base,
     open_executor,
-    open_simulated,
     resolve_executor,
 )
 from tools.actuators.base import Executor
@@ -123,7 +122,8 @@ async def build_executors(
         known = catalog.system(name) if name in catalog.names() else None
         return {name: open_executor(settings.model_copy(update={"executor": "tapis"}), known)}
     # One cluster per system, every one from the journal all processes share.
-    return {system.name: open_simulated(settings, system) for system in catalog.systems}
+    simulated = settings.model_copy(update={"executor": "simulated"})
+    return {system.name: open_executor(simulated, system) for system in catalog.systems}
 
 
 def center_config(

@@ -327,7 +327,9 @@ def submit_command(
         fail(error, as_json)
 
     def render() -> None:
-        jobs = ", ".join(f"{j['job_id']} ({j['state']})" for j in result["jobs"]) or "none yet"
+        jobs = (
+            ", ".join(f"{j['job_id'] or '-'} ({j['state']})" for j in result["jobs"]) or "none yet"
+        )
         console.print(
             f"{result['plan_id']}: {result['state']} on {result['system']}/"
             f"{result['partition']} (option {result['option_id']}, walltime "
@@ -416,7 +418,7 @@ def jobs_command(
             return
         cells = [
             [
-                str(r["job_id"]),
+                str(r["job_id"] or "-"),  # an intent the batch system never took
                 r["plan_id"],
                 str(r["segment_index"]),
                 r["state"],

@@ -165,3 +165,29 @@ def test_the_view_says_segment_k_of_n_progress_and_elapsed_against_walltime() ->
     assert _line(shown) == (
         "p-view: running | testcluster/debug | segment 2 of 3 | epoch 20/40 (50%) | 1:35 of 1:00"
     )
+
+
+def test_a_plan_the_executor_can_never_run_fails_with_its_reason_and_wait_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An executor without GPUs (registered in place of the simulated cluster) refuses a
+    GPU job: the plan ends failed with the executor's words, at once; before, the
+    Scheduler only logged it and ``submit --wait`` waited for ever."""
+    from rightsize import wiring
+    from tools.actuators.simulated import SimulatedCluster
+
+    def no_gpus(settings: object, system: object) -> SimulatedCluster:
+        return SimulatedCluster(nodes=4, cores_per_node=48, memory_mb_per_node=400_000)
+
+    monkeypatch.setitem(wiring.EXECUTORS, "simulated", no_gpus)
+    path = tmp_path / "gpu.yaml"
+    path.write_text(JOB.format(walltime_s=60).replace("  cores: 1\n", "  cores: 1\n  gpus: 1\n"))
+
+    result = runner.invoke(app, ["submit", str(path), "--wait", "--timeout-s", "120"])
+
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.stdout.split())
+    assert ": failed on pitzer/" in said
+    assert "can never run on this simulated cluster: GPUs per node 1 > 0" in said
+    plans = run("status", "--json")["plans"]
+    assert [p["state"] for p in plans] == ["failed"]
