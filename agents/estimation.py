@@ -41,6 +41,7 @@ from agents.promotion import RegistryRuntimeEstimator, load_runtime_model
 from agents.rescheduler import planned_segments
 from agents.runtime import Action, Agent, Emit, Observation
 from agents.topics import ESTIMATES, ESTIMATORS, JOBS
+from knowledge_base.cas import update_job
 from knowledge_base.catalog import Catalog
 from knowledge_base.errors import NotFoundError
 from knowledge_base.records import (
@@ -305,16 +306,17 @@ class ResourceEstimation(Agent[EstimationObservation]):
         return emits
 
     async def _annotate(self, record: JobRecord) -> None:
-        """Store the prediction; never overwrite what the job's end already recorded."""
-        try:
-            known = await self.kb.get_job(record.system, record.job_id)
-        except NotFoundError:
-            await self.kb.add_jobs([record])
-            return
-        if known.predicted_runtime_s is None:
-            await self.kb.add_jobs(
-                [known.model_copy(update={"predicted_runtime_s": record.predicted_runtime_s})]
-            )
+        """Store the prediction, compare-and-set: a job's end the Scheduler records while
+        this annotates is kept (the annotation is applied again to it), never overwritten."""
+
+        def annotate(known: JobRecord | None) -> JobRecord | None:
+            if known is None:
+                return record
+            if known.predicted_runtime_s is not None:
+                return None
+            return known.model_copy(update={"predicted_runtime_s": record.predicted_runtime_s})
+
+        await update_job(self.kb, record.system, record.job_id, annotate)
 
 
 def _candidate(catalog: Catalog, option: PlanOption) -> Candidate | None:

@@ -28,8 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents.bus.base import Bus, Message
 from agents.events import Envelope, PlanCancelRequested, PlanRequested, event_id_for
-from agents.scheduler import update_plan
 from agents.topics import topic_for
+from knowledge_base.cas import update_plan
 from knowledge_base.errors import ConflictError, InvalidInputError, NotFoundError
 from knowledge_base.records import CascadeSegment, Cost, Plan, PlanStatus, SegmentState
 from knowledge_base.store import KnowledgeBase

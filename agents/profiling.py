@@ -155,6 +155,7 @@ def profiling_runs(
                     user=spec.user,
                     spec=downsized,
                     status=PlanStatus.APPROVED,
+                    purpose="profiling",
                     option=PlanOption(
                         system=system.name,
                         partition=partition.name,

@@ -22,7 +22,8 @@
     |   +-- JobNotFound                 the executor knows no such job
     |   +-- SlurmCommandError           (tools.actuators.slurm_commands) a SLURM command
     |                                   failed; transient when the controller did not answer
-    +-- PlanRaced                       (agents.scheduler) a plan kept changing (transient)
+    +-- PlanRaced, JobRaced             (knowledge_base.cas) a plan or job record kept
+                                        changing under compare-and-set (transient)
 
 The retry rule, the same for every error and every caller: a retry may help exactly
 when ``is_transient(exc)`` says so, and it reads the *instance's* ``transient``. A class

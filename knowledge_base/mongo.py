@@ -147,6 +147,30 @@ class MongoKnowledgeBase(KnowledgeBase):
                 raise not_found("job", f"{system}/{job_id}")
             return JobRecord.model_validate(found["doc"])
 
+    async def replace_job(self, expected: JobRecord | None, new: JobRecord) -> bool:
+        key = f"{new.system}/{new.job_id}"
+        document = {
+            "_id": key,
+            "system": new.system,
+            "user": new.user,
+            "application": new.application,
+            "plan_id": new.plan_id,
+            "submit_ts": new.submit_time.timestamp(),
+            "doc": _doc(new),
+        }
+        async with self._errors():
+            if expected is None:
+                try:
+                    await self._db.jobs.insert_one(document)
+                except DuplicateKeyError:
+                    return False
+                return True
+            # the stored document must be the one read: its doc, field for field
+            found = await self._db.jobs.find_one_and_replace(
+                {"_id": key, "doc": _doc(expected)}, document
+            )
+            return found is not None
+
     async def add_new_jobs(self, jobs: Sequence[JobRecord]) -> int:
         async with self._errors():
             if not jobs:

@@ -302,6 +302,11 @@ class Plan(_Model):
     cancelled_by: str | None = Field(
         default=None, description="Who asked to cancel it (plan.cancel_requested); None: no one"
     )
+    purpose: Literal["workload", "profiling"] = Field(
+        default="workload",
+        description="Set by whoever makes the plan: a user's workload, or a Profiling run "
+        "(its job gets RIGHTSIZE_PROFILE_STEPS; its end feeds the Profiling agent)",
+    )
     created_at: datetime = Field(default_factory=utc_now)
     updated_at: datetime = Field(default_factory=utc_now)
     version: int = Field(default=0, ge=0, description="Bumped by every stored update")

@@ -238,6 +238,36 @@ class SQLiteKnowledgeBase(KnowledgeBase):
             raise not_found("job", f"{system}/{job_id}")
         return JobRecord.model_validate_json(rows[0][0])
 
+    async def replace_job(self, expected: JobRecord | None, new: JobRecord) -> bool:
+        row = (
+            new.system,
+            new.job_id,
+            new.user,
+            new.application,
+            new.plan_id,
+            new.submit_time.timestamp(),
+            new.model_dump_json(),
+        )
+
+        def write() -> bool:
+            with self._transaction() as conn:  # BEGIN IMMEDIATE: no writer in between
+                found = conn.execute(
+                    "SELECT doc FROM jobs WHERE system = ? AND job_id = ?",
+                    (new.system, new.job_id),
+                ).fetchall()
+                stored = JobRecord.model_validate_json(found[0][0]) if found else None
+                if stored != expected:
+                    return False
+                conn.execute(
+                    "INSERT OR REPLACE INTO jobs "
+                    "(system, job_id, user, application, plan_id, submit_ts, doc) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    row,
+                )
+            return True
+
+        return await self._run(write)
+
     async def add_new_jobs(self, jobs: Sequence[JobRecord]) -> int:
         rows = [
             (

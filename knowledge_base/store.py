@@ -146,6 +146,12 @@ class KnowledgeBase(abc.ABC):
     async def get_job(self, system: str, job_id: str) -> JobRecord: ...
 
     @abc.abstractmethod
+    async def replace_job(self, expected: JobRecord | None, new: JobRecord) -> bool:
+        """Store ``new`` only if the job's record is still ``expected`` (None: only if
+        there is none), in one atomic step; False when another writer came first
+        (``knowledge_base.cas.update_job`` retries)."""
+
+    @abc.abstractmethod
     async def query_jobs(self, query: JobQuery) -> list[JobRecord]:
         """Matching jobs ordered by submit time, oldest first."""
 

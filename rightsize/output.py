@@ -37,5 +37,6 @@ def fail(error: RightsizeError, as_json: bool = False) -> NoReturn:
         if isinstance(error, InvalidInputError):
             body.update(source=error.source, field=error.field)
         sys.stdout.write(json.dumps(body, default=str) + "\n")
-    err_console.print(f"[bold red]error:[/] {error}", highlight=False, markup=True)
+    # one line, never folded by rich: a field, a value or an id stays whole to copy
+    err_console.print(f"[bold red]error:[/] {error}", highlight=False, markup=True, soft_wrap=True)
     raise typer.Exit(code=2)

@@ -37,7 +37,10 @@ class Settings(BaseSettings):
     simulated_cores_per_node: int = Field(default=48, ge=1)
     simulated_memory_mb_per_node: int = Field(default=192_000, ge=1)
     simulated_speedup: float = Field(
-        default=60.0, gt=0, description="Simulated seconds per real second"
+        default=1.0,
+        gt=0,
+        description="Simulated seconds per real second (1: the real clock, so the simulated "
+        "cluster's times are true ones; more runs jobs faster, with times ahead of the clock)",
     )
     tapis_url: str | None = Field(default=None, description="Tenant base URL")
     tapis_system: str | None = Field(default=None, description="Tapis execution system id")

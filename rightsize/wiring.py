@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from knowledge_base.catalog import System
@@ -16,18 +18,23 @@ from knowledge_base.store import KnowledgeBase
 from rightsize.settings import Settings
 from tools.actuators.base import Executor
 from tools.actuators.simulated import SimulatedCluster, WallClock
+from tools.actuators.simulated_journal import SqliteJournal
 from tools.actuators.slurm import SlurmExecutor
-from tools.actuators.slurm_commands import SlurmCommandError, SlurmCommands
+from tools.actuators.slurm_catalog import controller_answers
+from tools.actuators.slurm_commands import SlurmCommands
 
 if TYPE_CHECKING:  # the estimator chain loads when a front end plans
     from tools.planning.chain import PromotedEstimator
 
 __all__ = [
     "AUTO_FELL_BACK",
+    "EXECUTORS",
     "ExecutorKind",
     "knowledge_base",
     "open_executor",
+    "open_simulated",
     "promoted_loader",
+    "register_executor",
     "resolve_executor",
     "slurm_answers",
 ]
@@ -68,12 +75,9 @@ def promoted_loader(record: EstimatorRecord) -> PromotedEstimator:
 
 
 def slurm_answers(commands: SlurmCommands | None = None) -> bool:
-    """Whether a SLURM controller answers this machine's client commands."""
-    try:
-        (commands or SlurmCommands(timeout_s=5)).run(["sinfo", "--noheader", "--summarize"])
-    except SlurmCommandError:
-        return False
-    return True
+    """Whether a SLURM controller answers this machine's client commands (asked by the
+    actuator: ``tools.actuators.slurm_catalog.controller_answers``)."""
+    return controller_answers(commands)
 
 
 def resolve_executor(settings: Settings, commands: SlurmCommands | None = None) -> ExecutorKind:
@@ -101,37 +105,78 @@ def resolve_executor(settings: Settings, commands: SlurmCommands | None = None) 
     return "simulated"
 
 
+def _slurm(settings: Settings, system: System | None) -> Executor:
+    return SlurmExecutor(system=system)
+
+
+def _tapis(settings: Settings, system: System | None) -> Executor:
+    if not settings.tapis_url or not settings.tapis_system:
+        raise InvalidInputError(
+            "the tapis executor needs RIGHTSIZE_TAPIS_URL and RIGHTSIZE_TAPIS_SYSTEM",
+            field="executor",
+            value="tapis",
+        )
+    # httpx (the Tapis client) costs ~0.2 s of start-up: loaded only for Tapis.
+    from tools.actuators.tapis import TapisCredentials, TapisExecutor
+
+    return TapisExecutor(
+        settings.tapis_url,
+        exec_system_id=settings.tapis_system,
+        app_id=settings.tapis_app_id,
+        app_version=settings.tapis_app_version,
+        credentials=TapisCredentials(
+            settings.tapis_token,
+            username=settings.tapis_username,
+            password=settings.tapis_password,
+        ),
+        system=system,
+    )
+
+
+def _simulated(settings: Settings, system: System | None) -> Executor:
+    return open_simulated(settings, system)
+
+
+ExecutorFactory = Callable[[Settings, System | None], Executor]
+
+EXECUTORS: dict[str, ExecutorFactory] = {
+    "slurm": _slurm,
+    "tapis": _tapis,
+    "simulated": _simulated,
+}
+"""Each executor kind the settings may name, and how it opens (``register_executor``
+adds one: a new batch system is a new entry, not another branch)."""
+
+
+def register_executor(kind: str, factory: ExecutorFactory) -> None:
+    EXECUTORS[kind] = factory
+
+
 def open_executor(settings: Settings, system: System | None = None) -> Executor:
     """The executor the settings name (``auto``: see ``resolve_executor``)."""
     kind = resolve_executor(settings)
-    if kind == "slurm":
-        return SlurmExecutor(system=system)
-    if kind == "tapis":
-        if not settings.tapis_url or not settings.tapis_system:
-            raise InvalidInputError(
-                "the tapis executor needs RIGHTSIZE_TAPIS_URL and RIGHTSIZE_TAPIS_SYSTEM",
-                field="executor",
-                value=kind,
-            )
-        # httpx (the Tapis client) costs ~0.2 s of start-up: loaded only for Tapis.
-        from tools.actuators.tapis import TapisCredentials, TapisExecutor
+    return EXECUTORS[kind](settings, system)
 
-        return TapisExecutor(
-            settings.tapis_url,
-            exec_system_id=settings.tapis_system,
-            app_id=settings.tapis_app_id,
-            app_version=settings.tapis_app_version,
-            credentials=TapisCredentials(
-                settings.tapis_token,
-                username=settings.tapis_username,
-                password=settings.tapis_password,
-            ),
-            system=system,
+
+def simulated_journal_path(settings: Settings) -> Path:
+    """The simulated cluster every process of this home shares (the CLI, the MCP server,
+    ``rightsize center run``): its journal of submissions, and so its job ids."""
+    return settings.home.expanduser() / "simulated-cluster.sqlite"
+
+
+def open_simulated(settings: Settings, system: System | None = None) -> SimulatedCluster:
+    """The shared simulated cluster: ``system``'s node types and partitions (the
+    catalog's), or, without a system, the settings' one pool of identical nodes."""
+    journal = SqliteJournal(simulated_journal_path(settings))
+    clock = WallClock(speedup=settings.simulated_speedup, origin=journal.origin(datetime.now(UTC)))
+    if system is not None:
+        return SimulatedCluster.of_system(
+            system, clock=clock, journal=journal, default_nodes=settings.simulated_nodes
         )
     return SimulatedCluster(
         nodes=settings.simulated_nodes,
         cores_per_node=settings.simulated_cores_per_node,
         memory_mb_per_node=settings.simulated_memory_mb_per_node,
-        clock=WallClock(speedup=settings.simulated_speedup),
-        system=system,
+        clock=clock,
+        journal=journal,
     )

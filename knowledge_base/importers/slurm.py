@@ -1,9 +1,11 @@
 """A live SLURM cluster to a catalog system: partitions, node types, GPUs, limits.
 
+The importer reads what the cluster answered; it runs no command (the actuator does:
+``tools.actuators.slurm_catalog.import_slurm_system`` asks and hands the answers here).
 SLURM 23.02+ answers ``scontrol show partition --json`` and ``scontrol show node
 --json``; older releases (Debian 12 ships 22.05) reject ``--json`` on scontrol and
-list only nodes in ``sinfo --json``. The importer asks for JSON first and falls back to
-``scontrol show ... --oneliner`` text, so it reads every release a center runs. JSON
+list only nodes in ``sinfo --json``; ``scontrol show ... --oneliner`` text is read too,
+so every release a center runs is understood. JSON
 layouts differ too: 22.05's (``max_time_limit``, ``"min nodes per job"``) and 23.02+'s
 (``maximums.time`` as ``{"set", "infinite", "number"}``) are both understood.
 
@@ -16,22 +18,19 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
 from knowledge_base.catalog import GPUSpec, NodeType, Partition, System
-from knowledge_base.errors import InvalidInputError, RightsizeError
+from knowledge_base.errors import InvalidInputError
 from knowledge_base.importers._errors import invalid
 from knowledge_base.units import parse_duration_s
 
 __all__ = [
-    "CommandRunner",
     "SlurmNode",
     "SlurmPartition",
-    "import_slurm_system",
     "parse_nodes_json",
     "parse_nodes_text",
     "parse_partitions_json",
@@ -41,15 +40,6 @@ __all__ = [
 
 UNLIMITED_MINUTES = 366 * 24 * 60
 """What a MaxTime=UNLIMITED partition is recorded as (the catalog needs a number)."""
-
-
-class CommandRunner(Protocol):
-    """What the importer needs to ask SLURM: ``tools.actuators.slurm_commands.SlurmCommands``
-    in production. It raises a ``RightsizeError`` when a command fails; a transient one
-    (the controller did not answer) is passed on, any other means "not supported here"
-    and the importer tries the older form of the command."""
-
-    def run(self, args: Sequence[str], stdin: str | None = None) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -329,29 +319,3 @@ def system_from_slurm(
         default_partition=default,
         sources={"partitions": source},
     )
-
-
-def import_slurm_system(name: str, center: str, commands: CommandRunner) -> System:
-    """Ask the live cluster through ``commands`` (JSON where the release supports it,
-    else text)."""
-    try:
-        partitions = parse_partitions_json(
-            commands.run(["scontrol", "show", "partition", "--json"]),
-            "scontrol show partition --json",
-        )
-    except RightsizeError as exc:
-        if exc.transient:
-            raise
-        partitions = parse_partitions_text(
-            commands.run(["scontrol", "show", "partition", "--oneliner"]),
-            "scontrol show partition --oneliner",
-        )
-    try:
-        nodes = parse_nodes_json(
-            commands.run(["scontrol", "show", "node", "--json"]), "scontrol show node --json"
-        )
-    except RightsizeError as exc:
-        if exc.transient:
-            raise
-        nodes = parse_nodes_json(commands.run(["sinfo", "--json"]), "sinfo --json")
-    return system_from_slurm(name, center, partitions, nodes, "live SLURM")

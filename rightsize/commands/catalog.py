@@ -18,7 +18,6 @@ from knowledge_base.importers._errors import load_json
 from knowledge_base.importers.hardware import read_hardware
 from knowledge_base.importers.merge import KNOWN_CENTERS, merge_partitions
 from knowledge_base.importers.queue_limits import export_queue_limits, read_queue_limits
-from knowledge_base.importers.slurm import import_slurm_system
 from knowledge_base.importers.tapis import export_tapis_system, read_tapis_system
 from knowledge_base.seed import load_seed_catalog, system_from_hardware
 from knowledge_base.store import KnowledgeBase
@@ -26,6 +25,7 @@ from rightsize.output import console, emit, fail
 from rightsize.progress import progress
 from rightsize.settings import Settings
 from rightsize.wiring import knowledge_base
+from tools.actuators.slurm_catalog import import_slurm_system
 from tools.actuators.slurm_commands import SlurmCommands
 
 app = typer.Typer(help="The center catalog: systems, partitions, node types, charges.")

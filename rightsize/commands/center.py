@@ -19,22 +19,28 @@ import contextlib
 import importlib
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from knowledge_base.errors import InvalidInputError, RightsizeError
-from knowledge_base.importers.slurm import import_slurm_system
 from knowledge_base.store import KnowledgeBase
 from rightsize.output import fail
 from rightsize.settings import Settings
-from rightsize.wiring import AUTO_FELL_BACK, knowledge_base, open_executor, resolve_executor
+from rightsize.wiring import (
+    AUTO_FELL_BACK,
+    knowledge_base,
+    open_executor,
+    resolve_executor,
+)
 from tools.actuators.base import Executor
-from tools.actuators.simulated import SimulatedCluster
 from tools.actuators.slurm import SlurmExecutor
+from tools.actuators.slurm_catalog import import_slurm_system
 from tools.actuators.slurm_commands import SlurmCommands
 from tools.planning.builder import PlanningConfig
 from tools.planning.cost import DollarRates
@@ -100,7 +106,8 @@ async def build_executors(
     """Executors by catalog system: the local SLURM, a Tapis system, or the simulated cluster.
 
     The local SLURM is (re)imported into the catalog as ``settings.local_system`` so plans
-    can target it. The simulated cluster stands in for every system of the catalog.
+    can target it. Simulated, each system of the catalog is a cluster of its node types
+    and partitions, all in the one journal the processes of this home share.
     """
     kind = await asyncio.to_thread(resolve_executor, settings)
     if kind == "slurm":
@@ -114,9 +121,9 @@ async def build_executors(
         name = settings.tapis_system or ""
         known = catalog.system(name) if name in catalog.names() else None
         return {name: open_executor(settings.model_copy(update={"executor": "tapis"}), known)}
-    cluster = open_executor(settings.model_copy(update={"executor": "simulated"}))
-    assert isinstance(cluster, SimulatedCluster)
-    return dict.fromkeys(catalog.names(), cluster)
+    # One cluster per system, every one from the journal all processes share.
+    simulated = settings.model_copy(update={"executor": "simulated"})
+    return {system.name: open_executor(simulated, system) for system in catalog.systems}
 
 
 def center_config(
@@ -193,9 +200,15 @@ async def _run(
         running_center(settings, agents, observe=observe) as center,
         observing(center, metrics, options) as ports,
     ):
+        urls = {}
         for what, port in ports.items():
             host = options.status_host if what == "status" else options.metrics_host
-            print(f"rightsize center: {what} on http://{host}:{port}/", file=sys.stderr, flush=True)
+            urls[what] = f"http://{host}:{port}/"
+            print(f"rightsize center: {what} on {urls[what]}", file=sys.stderr, flush=True)
+        record = _ports_record(settings)
+        if urls:  # `rightsize center status` finds this center by it
+            record.parent.mkdir(parents=True, exist_ok=True)
+            record.write_text(json.dumps({"pid": os.getpid(), **urls}))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, center.stop)
@@ -211,8 +224,30 @@ async def _run(
             print(f"rightsize center: WARNING: {AUTO_FELL_BACK}", file=sys.stderr, flush=True)
         if duration_s is not None:
             loop.call_later(duration_s, center.stop)
-        await center.wait()
+        try:
+            await center.wait()
+        finally:
+            if urls:
+                with contextlib.suppress(OSError):
+                    record.unlink()
     return [h.model_dump(mode="json") for h in center.health()]  # after a clean stop
+
+
+def _ports_record(settings: Settings) -> Path:
+    """Where a running center writes the URLs it serves (status, metrics)."""
+    return settings.home.expanduser() / "center-ports.json"
+
+
+def running_status_url(settings: Settings) -> str | None:
+    """The status URL of the center running from this home, by its own record; None
+    when none records one (or the process that did is gone)."""
+    try:
+        record = json.loads(_ports_record(settings).read_text())
+        os.kill(int(record["pid"]), 0)  # still running?
+        url = record.get("status")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return url if isinstance(url, str) else None
 
 
 def _agents(names: list[str] | None, settings: Settings) -> tuple[AgentName, ...]:
@@ -286,8 +321,11 @@ def run_command(
 
 @app.command("status")
 def status_command(
-    url: str = typer.Option(
-        "http://127.0.0.1:8780", "--url", help="The center's status server (--status-port)"
+    url: str | None = typer.Option(
+        None,
+        "--url",
+        help="The center's status server (default: the one the center running from this "
+        "home recorded, else http://127.0.0.1:8780)",
     ),
     token: str | None = typer.Option(
         None, "--token", envvar="RIGHTSIZE_STATUS_TOKEN", help="MCP bearer token, beyond loopback"
@@ -302,8 +340,19 @@ def status_command(
     from rightsize.output import console, emit
 
     settings = Settings()
+    tried = url or running_status_url(settings) or "http://127.0.0.1:8780"
     try:
-        snapshot = load_status(settings, url, token)
+        snapshot = load_status(settings, tried, token)
     except RightsizeError as error:
         fail(error, as_json)
-    emit(snapshot, as_json, lambda: render_status(snapshot, console))
+
+    def render() -> None:
+        render_status(snapshot, console)
+        if not snapshot.parts_up.get("center", True):
+            console.print(
+                f"no status server answered at {tried} (start one with `rightsize center "
+                "run --status-port PORT`, or pass --url)",
+                highlight=False,
+            )
+
+    emit(snapshot, as_json, render)

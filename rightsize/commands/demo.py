@@ -45,8 +45,7 @@ from knowledge_base.workload import DNNTraining, Goals, WorkloadSpec
 from rightsize.commands.center import AGENT_NAMES, center_config, running_center
 from rightsize.output import fail
 from rightsize.settings import Settings
-from rightsize.wiring import slurm_answers
-from tools.actuators.slurm_commands import SlurmCommands
+from tools.actuators.slurm_catalog import controller_answers, slurm_config
 
 __all__ = ["CascadeDemoResult", "app", "cascade_command", "run_cascade_demo"]
 
@@ -74,7 +73,7 @@ class CascadeDemoResult(BaseModel):
 
 def _jobcomp_log() -> str | None:
     try:
-        config = SlurmCommands(timeout_s=10).run(["scontrol", "show", "config"])
+        config = slurm_config()
     except RightsizeError:
         return None
     found = re.search(r"^JobCompLoc\s*=\s*(\S+)", config, re.MULTILINE)
@@ -102,7 +101,7 @@ async def run_cascade_demo(
     say: Callable[[str], None] = lambda line: None,
 ) -> CascadeDemoResult:
     """Run the demo; ``say`` gets a line per decision as it happens."""
-    if not await asyncio.to_thread(slurm_answers):
+    if not await asyncio.to_thread(controller_answers):
         raise InvalidInputError(
             "the cascade demo runs on a real SLURM and none answers (start one with "
             "scripts/slurm/start.sh and export the SLURM_CONF it prints)",
@@ -208,8 +207,11 @@ async def run_cascade_demo(
                         say(line)
                         if d.plan_id == plan_id and timing is None:
                             timing = asyncio.create_task(run_reference())
-                        if d.plan_id.startswith("profile-") and d.new_job_id:
-                            profiling.append(d.new_job_id)
+                        if d.new_job_id and d.plan_id != plan_id:
+                            with contextlib.suppress(RightsizeError):
+                                made = await center.kb.get_plan(d.plan_id)
+                                if made.purpose == "profiling":  # as its maker said
+                                    profiling.append(d.new_job_id)
                 plan = None
                 with contextlib.suppress(RightsizeError):
                     plan = await center.kb.get_plan(plan_id)

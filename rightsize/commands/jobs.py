@@ -137,25 +137,66 @@ def _line(shown: PlanView) -> str:
     return " | ".join(parts)
 
 
-def _render_plans(views: list[PlanView]) -> None:
+def _table(
+    columns: tuple[str, ...], whole: tuple[str, ...], rows: list[list[str]], width: int | None
+) -> Any:
+    """A table whose ``whole`` columns (ids) and short ones (states, counts) are never
+    cut or folded, so an id can be copied from it; the other columns share what is left
+    of ``width`` (None: no limit) and end in an ellipsis where they must."""
     from rich.table import Table
 
+    natural = [max([len(c), *(len(row[i]) for row in rows)]) for i, c in enumerate(columns)]
+    fixed = [c in whole or w <= 12 for c, w in zip(columns, natural, strict=True)]
+    gaps = 2 * (len(columns) - 1)
+    left = (
+        None
+        if width is None
+        else width - gaps - sum(w for w, f in zip(natural, fixed, strict=True) if f)
+    )
+    flexible = [w for w, f in zip(natural, fixed, strict=True) if not f]
+    table = Table(box=None, pad_edge=False)
+    for column, size, is_fixed in zip(columns, natural, fixed, strict=True):
+        if is_fixed:
+            table.add_column(column, no_wrap=True, min_width=size)
+            continue
+        cap = size
+        if left is not None and sum(flexible) > left:  # shrink each by its share
+            cap = max(len(column), min(size, left * size // sum(flexible)))
+        table.add_column(column, no_wrap=True, overflow="ellipsis", width=cap)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _print_table(
+    columns: tuple[str, ...], whole: tuple[str, ...], rows: list[list[str]], wide: bool
+) -> None:
+    """Within the terminal's width; ``--wide``: every column in full, however wide."""
+    if not wide:
+        console.print(_table(columns, whole, rows, console.width))
+        return
+    from rich.console import Console
+
+    Console(width=100_000).print(_table(columns, whole, rows, None))
+
+
+def _render_plans(views: list[PlanView], wide: bool = False) -> None:
     if not views:
         console.print("no plans")
         return
-    table = Table(box=None, pad_edge=False)
-    for column in ("plan", "state", "where", "segment", "jobs", "reason"):
-        table.add_column(column, overflow="fold")
-    for v in views:
-        table.add_row(
+    rows = [
+        [
             v.plan_id,
             v.state.value,
             f"{v.system}/{v.partition}" if v.system else "-",
             f"{v.segment}/{v.segments}" if v.segment else f"-/{v.segments}",
             str(len(v.jobs)),
-            v.reason[:60],
-        )
-    console.print(table)
+            v.reason if wide else v.reason[:60],
+        ]
+        for v in views
+    ]
+    columns = ("plan", "state", "where", "segment", "jobs", "reason")
+    _print_table(columns, ("plan",), rows, wide)
 
 
 # -- submit ---------------------------------------------------------------------------------
@@ -249,7 +290,19 @@ async def _submit(
         "cost": outcome.cost.model_dump() if outcome.cost else None,
         "reason": plan.reason,
         "jobs": [j.model_dump(mode="json") for j in shown.jobs],
+        "note": _left_running(plan) if d.embedded and not wait else None,
     }
+
+
+def _left_running(plan: Plan) -> str | None:
+    """What ``submit`` without ``--wait`` leaves behind on the embedded center, said."""
+    if plan.status.ended:
+        return None
+    return (
+        f"the embedded center stopped with this command: the job stays with the batch "
+        f"system, but plan {plan.id} moves on (its end, the next segment, a resubmission) "
+        f"only while a center runs: `rightsize watch {plan.id}` or `rightsize center run`"
+    )
 
 
 def submit_command(
@@ -274,18 +327,33 @@ def submit_command(
         fail(error, as_json)
 
     def render() -> None:
-        jobs = ", ".join(f"{j['job_id']} ({j['state']})" for j in result["jobs"]) or "none yet"
+        jobs = (
+            ", ".join(f"{j['job_id'] or '-'} ({j['state']})" for j in result["jobs"]) or "none yet"
+        )
         console.print(
             f"{result['plan_id']}: {result['state']} on {result['system']}/"
             f"{result['partition']} (option {result['option_id']}, walltime "
-            f"{result['walltime_s']} s); jobs: {jobs}"
+            f"{_clock(result['walltime_s'])}); jobs: {jobs}",
+            soft_wrap=True,
         )
         if result["reason"]:
             console.print(result["reason"], highlight=False)
+        if result["note"]:
+            console.print(f"note: {result['note']}", highlight=False)
 
     emit(result, as_json, render)
     if result["state"] in (PlanStatus.FAILED.value, PlanStatus.CANCELLED.value):
         raise typer.Exit(code=1)
+    if wait and result["state"] not in _ENDED:
+        print(
+            f"rightsize submit: plan {result['plan_id']} is still {result['state']} after "
+            f"--timeout-s {timeout_s:g}; follow it with `rightsize watch {result['plan_id']}`",
+            file=sys.stderr,
+        )
+        raise typer.Exit(code=1)
+
+
+_ENDED = {s.value for s in PlanStatus if s.ended}
 
 
 # -- status / jobs --------------------------------------------------------------------------
@@ -308,6 +376,7 @@ async def _plans(settings: Settings, plan_id: str | None, user: str | None) -> l
 def status_command(
     plan_id: str | None = typer.Argument(None, help="One plan (default: every plan)"),
     user: str | None = typer.Option(None, "--user", help="Only this user's plans"),
+    wide: bool = typer.Option(False, "--wide", help="Every column in full, past 80 columns."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Plans as the ledger holds them: state, where, segment k of n, jobs."""
@@ -317,16 +386,15 @@ def status_command(
     except RightsizeError as error:
         fail(error, as_json)
     data = {"plans": [v.model_dump(mode="json") for v in views]}
-    emit(data, as_json, lambda: _render_plans(views))
+    emit(data, as_json, lambda: _render_plans(views, wide))
 
 
 def jobs_command(
     user: str | None = typer.Option(None, "--user", help="Only this user's jobs"),
+    wide: bool = typer.Option(False, "--wide", help="Every column in full, past 80 columns."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Every job the ledger holds, newest plan first: plan, segment, state, walltime."""
-    from rich.table import Table
-
     settings = Settings()
     try:
         views = asyncio.run(_plans(settings, None, user))
@@ -348,18 +416,18 @@ def jobs_command(
         if not rows:
             console.print("no jobs")
             return
-        table = Table(box=None, pad_edge=False)
-        for column in ("job", "plan", "segment", "state", "walltime"):
-            table.add_column(column, overflow="fold")
-        for r in rows:
-            table.add_row(
-                str(r["job_id"]),
+        cells = [
+            [
+                str(r["job_id"] or "-"),  # an intent the batch system never took
                 r["plan_id"],
                 str(r["segment_index"]),
                 r["state"],
                 _clock(r["walltime_s"]),
-            )
-        console.print(table)
+            ]
+            for r in rows
+        ]
+        columns = ("job", "plan", "segment", "state", "walltime")
+        _print_table(columns, ("job", "plan"), cells, wide)
 
     emit({"jobs": rows}, as_json, render)
 
@@ -384,7 +452,7 @@ async def _watch(
                 if as_json:
                     sys.stdout.write(shown.model_dump_json() + "\n")
                 else:
-                    console.print(line, highlight=False)
+                    console.print(line, highlight=False, soft_wrap=True)
                 sys.stdout.flush()
                 last = line
             if plan.status.ended or time.monotonic() >= deadline:

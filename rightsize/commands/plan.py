@@ -39,9 +39,17 @@ __all__ = ["plan_command"]
 
 
 def _hours(seconds: float | None) -> str:
+    """A duration as a person reads it: under an hour in minutes (a 5-minute run is
+    "5 min", not "0.0 h"), under a minute in seconds, else hours."""
     if seconds is None:
         return "?"
-    return "0 h" if seconds == 0 else f"{seconds / 3600:.1f} h"
+    if seconds == 0:
+        return "0 h"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _clock(seconds: int) -> str:
@@ -251,7 +259,9 @@ def _write_scripts(
         return
     # File names come from the workload's name: write_files keeps them inside the folder.
     if sbatch is not None:
-        write_files(sbatch, spec.name, sbatch_scripts(chosen, spec), ".sbatch", field="--sbatch")
+        overhead = settings.checkpoint_overhead_s  # as the Scheduler's, so the same job
+        scripts = sbatch_scripts(chosen, spec, checkpoint_overhead_s=overhead)
+        write_files(sbatch, spec.name, scripts, ".sbatch", field="--sbatch")
     if tapis is not None:
         bodies = tapis_requests(
             chosen,

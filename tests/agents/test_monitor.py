@@ -16,12 +16,12 @@ from agents.bus.memory import InMemoryBus
 from agents.events import Envelope, JobFinished, JobProgress, JobStateChanged, decode_event
 from agents.monitor import JobMonitor
 from agents.topics import JOBS
-from knowledge_base.importers.slurm import import_slurm_system
 from knowledge_base.records import JobState
 from tests.agents.conftest import drain, unique
 from tools.actuators.model import JobRequest, JobStatus, SimulatedWork
 from tools.actuators.simulated import EPOCH, ManualClock, SimulatedCluster
 from tools.actuators.slurm import SlurmExecutor
+from tools.actuators.slurm_catalog import import_slurm_system
 from tools.actuators.slurm_commands import SlurmCommands
 
 

@@ -30,11 +30,13 @@ from agents.scheduler import ExtendWalltime, Scheduler, SchedulerConfig, job_nam
 from knowledge_base.records import CascadeSegment, Plan, PlanStatus
 from knowledge_base.workload import GenericJob, WorkloadSpec
 from tests.agents.harness import MiniCenter, dnn_spec, generic_spec, make_plan, until
-from tools.actuators.model import SimulatedWork, WalltimeNotExtended
+from tools.actuators.model import JobRequest, SimulatedWork, WalltimeNotExtended
 
 
 def behaving(run_s: int, peak_mb: int = 100):
-    def behaviour(plan: Plan, index: int, attempt: int) -> SimulatedWork:
+    """The simulated cluster's model of every job: runs ``run_s``, peaks at ``peak_mb``."""
+
+    def behaviour(request: JobRequest) -> SimulatedWork:
         return SimulatedWork(run_s=run_s, peak_memory_mb=peak_mb)
 
     return behaviour
@@ -75,12 +77,12 @@ async def center(tmp_path: Path):
 
 
 async def start_scheduler(center: MiniCenter, behaviour, **config) -> Scheduler:
+    center.cluster.model = behaviour  # how the simulated cluster runs every job
     scheduler = Scheduler(
         center.kb,
         {"testcluster": center.cluster},
         center.bus,
         SchedulerConfig(checkpoint_overhead_s=10, **config),
-        simulated=behaviour,
     )
     await center.start(scheduler)
     return scheduler
@@ -569,8 +571,8 @@ async def on_local_slurm(
     """A center whose Scheduler runs ``plan`` (on ``local``/``batch``) on the local SLURM,
     its catalog imported from it, polling every 2 s; ``plan`` is approved and handed over."""
     from knowledge_base.catalog import Catalog
-    from knowledge_base.importers.slurm import import_slurm_system
     from tools.actuators.slurm import SlurmExecutor
+    from tools.actuators.slurm_catalog import import_slurm_system
     from tools.actuators.slurm_commands import SlurmCommands
 
     system = import_slurm_system("local", "lab", SlurmCommands())

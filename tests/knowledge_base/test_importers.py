@@ -18,7 +18,6 @@ from knowledge_base.importers.queue_limits import (
     read_queue_limits,
 )
 from knowledge_base.importers.slurm import (
-    import_slurm_system,
     parse_nodes_json,
     parse_nodes_text,
     parse_partitions_json,
@@ -32,6 +31,7 @@ from knowledge_base.importers.tapis import (
 )
 from knowledge_base.seed import load_seed_catalog, system_from_hardware
 from tests.conftest import FIXTURES
+from tools.actuators.slurm_catalog import import_slurm_system
 from tools.actuators.slurm_commands import SlurmCommands
 
 SLURM = FIXTURES / "slurm"

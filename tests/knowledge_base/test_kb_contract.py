@@ -119,6 +119,17 @@ async def test_adding_only_new_jobs_keeps_known_ones_and_counts_what_it_added(
     assert await kb.count_jobs(JobQuery(system="nowhere")) == 0
 
 
+async def test_replacing_a_job_is_compare_and_set_on_the_record_read(kb: KnowledgeBase) -> None:
+    first = _job("1", minutes=10)
+    assert await kb.replace_job(None, first)  # none stored: inserted
+    assert not await kb.replace_job(None, first)  # one is stored now: refused
+    ended = first.model_copy(update={"run_s": 900})
+    assert await kb.replace_job(first, ended)
+    stale = first.model_copy(update={"predicted_runtime_s": 800})
+    assert not await kb.replace_job(first, stale)  # read before the end: refused
+    assert (await kb.get_job("pitzer", "1")).run_s == 900
+
+
 async def test_profiles_filter_by_family_and_status(kb: KnowledgeBase) -> None:
     await kb.add_profiles(
         [

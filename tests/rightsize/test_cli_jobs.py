@@ -1,7 +1,8 @@
 """``rightsize submit / status / watch / cancel / jobs`` through the embedded center.
 
 The embedded center runs every agent in the command's process on the simulated cluster
-(on the wall clock: a 5 s job takes 5 s); ``tests/agents/test_ledger.py`` covers the
+(on the wall clock, unless RIGHTSIZE_SIMULATED_SPEEDUP says faster; a job runs 80% of
+its walltime: the cluster's own model); ``tests/agents/test_ledger.py`` covers the
 ledger API they call, and the e2e test runs them on the real local SLURM.
 """
 
@@ -54,15 +55,17 @@ def run(*args: str, code: int = 0) -> Any:
 
 
 def test_submit_wait_runs_the_plan_to_its_end_and_status_and_jobs_read_the_ledger(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("RIGHTSIZE_SIMULATED_SPEEDUP", "10")  # its 48 s in under 5 s
     done = run("submit", workload(tmp_path, 5), "--wait", "--json", "--timeout-s", "120")
 
     assert done["state"] == "completed"
     assert done["plan_id"].startswith("tiny-") and done["option_id"].startswith("opt-")
     [job] = done["jobs"]
     assert (job["state"], job["native_state"], job["exit_code"]) == ("completed", "COMPLETED", 0)
-    assert job["elapsed_s"] == pytest.approx(5, abs=1)
+    # the simulated cluster's own model: a job runs 80% of its walltime (1 min)
+    assert job["elapsed_s"] == pytest.approx(48, abs=2)
 
     plans = run("status", "--json")["plans"]
     assert [(p["plan_id"], p["state"], p["segment"], p["segments"]) for p in plans] == [
@@ -162,3 +165,29 @@ def test_the_view_says_segment_k_of_n_progress_and_elapsed_against_walltime() ->
     assert _line(shown) == (
         "p-view: running | testcluster/debug | segment 2 of 3 | epoch 20/40 (50%) | 1:35 of 1:00"
     )
+
+
+def test_a_plan_the_executor_can_never_run_fails_with_its_reason_and_wait_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An executor without GPUs (registered in place of the simulated cluster) refuses a
+    GPU job: the plan ends failed with the executor's words, at once; before, the
+    Scheduler only logged it and ``submit --wait`` waited for ever."""
+    from rightsize import wiring
+    from tools.actuators.simulated import SimulatedCluster
+
+    def no_gpus(settings: object, system: object) -> SimulatedCluster:
+        return SimulatedCluster(nodes=4, cores_per_node=48, memory_mb_per_node=400_000)
+
+    monkeypatch.setitem(wiring.EXECUTORS, "simulated", no_gpus)
+    path = tmp_path / "gpu.yaml"
+    path.write_text(JOB.format(walltime_s=60).replace("  cores: 1\n", "  cores: 1\n  gpus: 1\n"))
+
+    result = runner.invoke(app, ["submit", str(path), "--wait", "--timeout-s", "120"])
+
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.stdout.split())
+    assert ": failed on pitzer/" in said
+    assert "can never run on this simulated cluster: GPUs per node 1 > 0" in said
+    plans = run("status", "--json")["plans"]
+    assert [p["state"] for p in plans] == ["failed"]

@@ -113,7 +113,8 @@ def test_scripts_for_the_recommended_plan_are_written_on_request(tmp_path: Path)
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     [script] = sorted((tmp_path / "sbatch").iterdir())
-    assert script.read_text().startswith("#!/bin/bash\n#SBATCH --partition=")
+    text = script.read_text()
+    assert text.startswith("#!/bin/bash\n#SBATCH --job-name=") and "#SBATCH --partition=" in text
     [body] = sorted((tmp_path / "tapis").iterdir())
     assert json.loads(body.read_text())["parameterSet"]["appArgs"]
 

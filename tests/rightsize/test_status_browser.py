@@ -35,7 +35,7 @@ from rightsize.observability.feed import EventFeed
 from rightsize.observability.server import Access, Observed, serving, status_app
 from tests.agents.harness import MiniCenter, dnn_spec, generic_spec, make_plan, until
 from tests.conftest import FIXTURES, missing_service
-from tools.actuators.model import SimulatedWork
+from tools.actuators.model import JobRequest, SimulatedWork
 
 pytestmark = pytest.mark.browser
 
@@ -72,13 +72,13 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
         chrome.quit()
 
 
-def behaviour(plan: Plan, index: int, attempt: int) -> SimulatedWork:
-    """How each plan's jobs behave on the simulated cluster."""
-    if plan.id == "plan-oom":  # 2.9 GB in a 2 GB job: killed, then fits in 3 GB
+def behaviour(request: JobRequest) -> SimulatedWork:
+    """How each plan's jobs behave on the simulated cluster (its model of them)."""
+    if request.plan_id == "plan-oom":  # 2.9 GB in a 2 GB job: killed, then fits in 3 GB
         return SimulatedWork(run_s=100, peak_memory_mb=2900)
-    if plan.id == "plan-never-fits":  # more than any node has: given up with the reason
+    if request.plan_id == "plan-never-fits":  # more than any node has: given up with the reason
         return SimulatedWork(run_s=100, peak_memory_mb=30000)
-    if plan.id == "plan-long":
+    if request.plan_id == "plan-long":
         return SimulatedWork(run_s=550, peak_memory_mb=500)
     return SimulatedWork(run_s=45, peak_memory_mb=100)  # the cascade's segments
 
@@ -125,12 +125,12 @@ async def test_the_page_follows_plans_live_and_shows_why_a_job_failed(
     async with MiniCenter(tmp_path) as center:
         # Start the simulated clock at the present, so jobs' elapsed times read true.
         center.clock.advance((datetime.now(UTC) - center.clock.now()).total_seconds())
+        center.cluster.model = behaviour
         scheduler = Scheduler(
             center.kb,
             {"testcluster": center.cluster},
             center.bus,
             SchedulerConfig(checkpoint_overhead_s=10),
-            simulated=behaviour,
         )
         await center.start(scheduler)
         # A served estimator, and Model Promotion's last look at it, for the page to compare.

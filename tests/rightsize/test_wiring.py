@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
 from knowledge_base.errors import InvalidInputError
+from knowledge_base.seed import load_seed_catalog
 from rightsize.settings import Settings
 from rightsize.wiring import AUTO_FELL_BACK, open_executor, resolve_executor, slurm_answers
 from tools.actuators.simulated import SimulatedCluster
@@ -57,3 +60,22 @@ async def test_tapis_needs_its_url_and_system_and_says_which() -> None:
     )
     assert isinstance(executor, TapisExecutor)
     await executor.close()
+
+
+def test_the_embedded_simulated_cluster_runs_on_the_real_clock_with_the_catalogs_gpus(
+    tmp_path: Path,
+) -> None:
+    """Its times are true ones (before, a 60x clock put them an hour ahead within a
+    minute), and a catalog system's GPU partitions have GPU nodes."""
+    settings = Settings(executor="simulated", home=tmp_path)
+    pitzer = open_executor(settings, load_seed_catalog().system("pitzer"))
+    assert isinstance(pitzer, SimulatedCluster)
+    assert abs((pitzer.now() - datetime.now(UTC)).total_seconds()) < 5
+    assert max(pool.gpus_per_node for pool in pitzer.pool_specs) == 4
+    assert (tmp_path / "simulated-cluster.sqlite").exists()  # the journal processes share
+
+
+def test_executors_open_from_a_registry() -> None:
+    from rightsize.wiring import EXECUTORS
+
+    assert set(EXECUTORS) == {"slurm", "tapis", "simulated"}

@@ -35,6 +35,9 @@ class Executor(abc.ABC):
     """
 
     backend: str = "abstract"
+    progress_is_run_time: bool = False
+    """True where a job's progress lines count seconds of its own run, not the
+    workload's steps or epochs (the simulated cluster runs no code)."""
 
     def __init__(self, system: System | None = None) -> None:
         self.system = system

@@ -93,7 +93,18 @@ class JobRequest(BaseModel):
     tasks_per_node: int = Field(default=1, ge=1)
     cpus_per_task: int = Field(default=1, ge=1)
     gpus_per_node: int = Field(default=0, ge=0)
+    ntasks: int | None = Field(
+        default=None,
+        ge=1,
+        description="Ranks in all (sbatch --ntasks); None: nodes x tasks_per_node. "
+        "A layout that does not fill its last node starts exactly these",
+    )
     memory_mb: MemoryMB = Field(gt=0, description="Per node, MB")
+    memory_per_cpu_mb: MemoryMB | None = Field(
+        default=None,
+        description="Per core, MB (sbatch --mem-per-cpu), when the user asked memory per "
+        "core; memory_mb stays the per-node total every check uses",
+    )
     walltime_s: DurationS = Field(gt=0)
     working_dir: Path | None = None
     account: str | None = None
@@ -132,6 +143,17 @@ class JobRequest(BaseModel):
     def _cores(self) -> Self:
         if self.cores_per_node < 1:
             raise ValueError("a job needs at least one core per node")
+        return self
+
+    @model_validator(mode="after")
+    def _ranks(self) -> Self:
+        if self.ntasks is not None and not (
+            self.nodes <= self.ntasks <= self.nodes * self.tasks_per_node
+        ):
+            raise ValueError(
+                f"ntasks: {self.ntasks} ranks do not fit {self.nodes} nodes of "
+                f"{self.tasks_per_node} tasks (at least one per node)"
+            )
         return self
 
     @property

@@ -80,6 +80,7 @@ SLURM_STATES: Mapping[str, JobState] = {
 """Native SLURM job states -> Rightsize's JobState (``CANCELLED by 0`` is CANCELLED)."""
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9._+-]+$")
+_NOT_A_WORD = re.compile(r"[^A-Za-z0-9._+-]")  # a job name's directive: one plain word
 _OOM_LINE = re.compile(r"exceeded (?:job )?memory limit", re.IGNORECASE)
 _OUTPUT_NAME = "rightsize-%j.out"
 _OUTPUTS_KEPT = 4096  # output paths remembered for output_tail (oldest forgotten first)
@@ -88,8 +89,10 @@ _OUTPUTS_KEPT = 4096  # output paths remembered for output_tail (oldest forgotte
 def render_sbatch(request: JobRequest) -> str:
     """The batch script for ``request``: resource directives, environment, then the command.
 
-    Identity (name, working directory, output) is not in the script; ``SlurmExecutor``
-    passes it as argv. Identifiers in directives must be plain words.
+    The job's name is in the script (as a plain word) and, exactly, in ``SlurmExecutor``'s
+    argv with the working directory and output, which win. Identifiers in directives
+    must be plain words. With ``ntasks``, srun starts exactly that many ranks even when
+    they do not fill the last node; with ``memory_per_cpu_mb``, memory is per core.
     """
     for field in ("partition", "account", "qos"):
         value = getattr(request, field)
@@ -102,13 +105,21 @@ def render_sbatch(request: JobRequest) -> str:
             )
     lines = [
         "#!/bin/bash",
+        f"#SBATCH --job-name={_NOT_A_WORD.sub('_', request.name)}",
         f"#SBATCH --partition={request.partition}",
         f"#SBATCH --nodes={request.nodes}",
+    ]
+    if request.ntasks is not None:
+        lines.append(f"#SBATCH --ntasks={request.ntasks}")
+    lines += [
         f"#SBATCH --ntasks-per-node={request.tasks_per_node}",
         f"#SBATCH --cpus-per-task={request.cpus_per_task}",
-        f"#SBATCH --mem={request.memory_mb}M",
-        f"#SBATCH --time={request.walltime_minutes}",
     ]
+    if request.memory_per_cpu_mb is not None:  # --mem and --mem-per-cpu exclude each other
+        lines.append(f"#SBATCH --mem-per-cpu={request.memory_per_cpu_mb}M")
+    else:
+        lines.append(f"#SBATCH --mem={request.memory_mb}M")
+    lines.append(f"#SBATCH --time={request.walltime_minutes}")
     if request.gpus_per_node:
         lines.append(f"#SBATCH --gpus-per-node={request.gpus_per_node}")
     if request.account:

@@ -11,6 +11,7 @@ absolute path.
 
 from __future__ import annotations
 
+import difflib
 import json
 import shlex
 from pathlib import Path
@@ -46,6 +47,9 @@ def parse_workload(document: Any, source: str) -> WorkloadSpec:
     try:
         return WorkloadSpec.model_validate(document)
     except ValidationError as exc:
+        typo = _misspelt(exc, source)
+        if typo is not None:
+            raise typo from exc
         first = exc.errors()[0]
         message = first["msg"].removeprefix("Value error, ")
         value = first.get("input")
@@ -54,6 +58,30 @@ def parse_workload(document: Any, source: str) -> WorkloadSpec:
         raise InvalidInputError(
             message, source=source, field=_path(tuple(first["loc"])) or None, value=value
         ) from exc
+
+
+def _misspelt(exc: ValidationError, source: str = "") -> InvalidInputError | None:
+    """An unknown key beside a required one it is close to (``epcohs`` for ``epochs``):
+    one error that names both, rather than "epochs: Field required"."""
+    errors = exc.errors()
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    for error in unknown:
+        parent = tuple(error["loc"][:-1])
+        missing = [
+            str(e["loc"][-1])
+            for e in errors
+            if e["type"] == "missing" and tuple(e["loc"][:-1]) == parent
+        ]
+        close = difflib.get_close_matches(str(error["loc"][-1]), missing, n=1, cutoff=0.6)
+        if close:
+            return InvalidInputError(
+                f"unknown key {str(error['loc'][-1])!r}: did you mean {close[0]!r}? "
+                f"({_path((*parent, close[0]))} is required)",
+                source=source or None,
+                field=_path(tuple(error["loc"])) or None,
+                value=error.get("input"),
+            )
+    return None
 
 
 def load_workload(path: Path) -> WorkloadSpec:

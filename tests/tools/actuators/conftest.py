@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from knowledge_base.importers.slurm import import_slurm_system
 from knowledge_base.records import JobState
 from tests.cluster import TEST_SYSTEM
 from tests.tools.actuators.tapis_server import FakeTapis
@@ -19,6 +18,7 @@ from tools.actuators.base import Executor
 from tools.actuators.model import JobRequest, JobStatus, SimulatedWork
 from tools.actuators.simulated import ManualClock, SimulatedCluster
 from tools.actuators.slurm import SlurmExecutor
+from tools.actuators.slurm_catalog import import_slurm_system
 from tools.actuators.slurm_commands import SlurmCommands
 from tools.actuators.tapis import TapisCredentials, TapisExecutor
 

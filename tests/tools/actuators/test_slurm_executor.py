@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from knowledge_base.importers.slurm import import_slurm_system
 from knowledge_base.records import JobState
 from tests.private_slurm import PrivateSlurm
 from tests.tools.actuators.conftest import Harness, long_job, quick_job
@@ -19,6 +18,7 @@ from tools.actuators.model import (
     WalltimeNotExtended,
 )
 from tools.actuators.slurm import SlurmExecutor, parse_jobcomp, render_sbatch
+from tools.actuators.slurm_catalog import import_slurm_system
 from tools.actuators.slurm_commands import SlurmCommands
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from knowledge_base.catalog import Catalog
-from knowledge_base.importers.slurm import import_slurm_system
 from knowledge_base.workload import WorkloadSpec
+from tools.actuators.slurm_catalog import import_slurm_system
 from tools.actuators.slurm_commands import SlurmCommands
 from tools.planning.render import sbatch_scripts
 from tools.planning.selector import plan
