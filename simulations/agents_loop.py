@@ -60,7 +60,13 @@ from simulations.replay import replay
 from simulations.rightsize_policy import RightsizePolicy
 from simulations.workload import Workload
 from tools.actuators.model import JobRequest, SimulatedWork
-from tools.actuators.simulated import EPOCH, ClusterPolicy, ManualClock, SimulatedCluster
+from tools.actuators.simulated import (
+    EPOCH,
+    ClusterPolicy,
+    ManualClock,
+    SimulatedCluster,
+    _Pool,
+)
 
 __all__ = [
     "SYSTEM_NAME",
@@ -190,18 +196,18 @@ class TraceCluster(SimulatedCluster):
         self.wake_before_limit_s = wake_before_limit_s
         self.ordering = ordering
 
-    def _schedule(self, at: datetime) -> None:
-        if self.ordering is not None and len(self._queue) > 1:
+    def _schedule(self, pool: _Pool, at: datetime) -> None:
+        if self.ordering is not None and len(pool.queue) > 1:
             pending = [
                 PendingJob(
                     job_id=job_id,
                     submit_time=self._jobs[job_id].submit,
                     estimate_s=self._jobs[job_id].request.walltime_s,
                 )
-                for job_id in self._queue
+                for job_id in pool.queue
             ]
-            self._queue = [job.job_id for job in decide_order(pending, at, self.ordering).jobs]
-        super()._schedule(at)
+            pool.queue[:] = [job.job_id for job in decide_order(pending, at, self.ordering).jobs]
+        super()._schedule(pool, at)
 
     def next_event(self) -> datetime | None:
         """The next job end, or, with ``wake_before_limit_s``, the moment that long before
