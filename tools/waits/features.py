@@ -189,14 +189,15 @@ def queue_features(snapshot: WaitSnapshot, history: JobTable, runs: RunIndex) ->
     recent = _median_wait(day_wait)
     size_class = np.floor(np.log2(np.maximum(day_procs, 1)))
     request_class = np.floor(np.log2(np.maximum(day_request, 60.0)))
-    week = (history.start_s > t - 7 * DAY_S) & (history.start_s <= t)
+    week = np.flatnonzero((history.start_s > t - 7 * DAY_S) & (history.start_s <= t))
+    week_wait, week_user = history.wait_s[week], history.user[week]
 
     rows = np.zeros((n, len(FEATURE_NAMES)), dtype=np.float64)
     for index in range(n):
         user = int(p_user[index])
         same_size = day_wait[size_class == np.floor(np.log2(max(p_procs[index], 1)))]
         same_request = day_wait[request_class == np.floor(np.log2(max(p_request[index], 60.0)))]
-        user_waits = history.wait_s[week & (history.user == user)][-3:] if user >= 0 else []
+        user_waits = week_wait[week_user == user][-3:] if user >= 0 else []
         rows[index, 16] = user_pending.get(user, 0)
         rows[index, 15] = user_running.get(user, 0) / total
         rows[index, 18] = float(day_use[day_user == user].sum()) / day_total
