@@ -70,16 +70,23 @@ class WaitConfig(BaseModel):
 
 @dataclass(frozen=True)
 class WaitModel:
-    """Trees trained at ``cutoff_s``, the interval's calibrated margin, and their data."""
+    """Trees trained at ``cutoff_s``, their held-out conformity scores, and their data."""
 
     cutoff_s: float
     booster: object | None  # xgboost.Booster; None: too little history
-    margin: float
+    scores: FloatArray  # max(p10 - y, y - p90) on the held-out fifth, in log seconds
     rows: int
     instants: int
 
-    @property
-    def basis(self) -> str:
+    def margin(self, coverage: float) -> float:
+        """Widen (or narrow) p10-p90 by this, in log seconds, for ``coverage``."""
+        if not len(self.scores):
+            return 0.0
+        count = len(self.scores)
+        level = min(math.ceil((count + 1) * coverage) / count, 1.0)
+        return float(np.quantile(self.scores, level))
+
+    def basis(self, coverage: float) -> str:
         if self.booster is None:
             return (
                 f"simulation with run times learned from history (only {self.rows} "
@@ -89,7 +96,8 @@ class WaitModel:
         return (
             f"quantile trees trained on {self.rows} recorded waits at {self.instants} instants "
             f"before {self.cutoff_s:.0f} s, on the simulation with learned run times and the "
-            f"queue state; interval calibrated (margin {self.margin:+.2f} log)"
+            f"queue state; p10-p90 calibrated to {coverage:.0%} "
+            f"(margin {self.margin(coverage):+.2f} log)"
         )
 
 
@@ -151,7 +159,7 @@ def train_wait_model(
     features, labels = _training_rows(history, runs, cutoff_s, config)
     rows = sum(len(y) for y in labels)
     if rows < config.min_rows or len(labels) < 5:
-        return WaitModel(cutoff_s, None, 0.0, rows, len(labels))
+        return WaitModel(cutoff_s, None, np.zeros(0), rows, len(labels))
     split = max(int(len(labels) * 0.8), 1)
     x_fit, y_fit = np.concatenate(features[:split]), np.concatenate(labels[:split])
     x_cal, y_cal = np.concatenate(features[split:]), np.concatenate(labels[split:])
@@ -163,9 +171,7 @@ def train_wait_model(
     # margin measures the error on waits the trees never saw.
     quantiles = _predict(booster, x_cal)
     scores = np.maximum(quantiles[:, 0] - y_cal, y_cal - quantiles[:, 2])
-    level = min(math.ceil((len(scores) + 1) * config.coverage) / len(scores), 1.0)
-    margin = float(np.quantile(scores, level))
-    return WaitModel(cutoff_s, booster, margin, rows, len(labels))
+    return WaitModel(cutoff_s, booster, scores, rows, len(labels))
 
 
 @dataclass
@@ -190,6 +196,11 @@ class WaitPredictor:
             )
         return self._models[cutoff]
 
+    def with_coverage(self, coverage: float) -> WaitPredictor:
+        """The same trees (shared, not retrained), the interval calibrated for ``coverage``."""
+        config = self.config.model_copy(update={"coverage": coverage})
+        return WaitPredictor(self.history, config, self._models, self._runs)
+
     def quantiles(self, snapshot: WaitSnapshot) -> tuple[FloatArray, QueueFeatures, WaitModel]:
         """Waits (seconds from ``taken_at``) at p10/p50/p90, one row per pending job."""
         t = snapshot.taken_at
@@ -202,8 +213,9 @@ class WaitPredictor:
             waits = np.exp(np.stack([logs - spread, logs, logs + spread], axis=1)) - _OFFSET_S
             return np.maximum(waits, 0.0), features, model
         logs = _predict(model.booster, features.matrix)
-        logs[:, 0] -= model.margin
-        logs[:, 2] += model.margin
+        margin = model.margin(self.config.coverage)
+        logs[:, 0] -= margin
+        logs[:, 2] += margin
         logs = np.sort(logs, axis=1)
         waits = np.maximum(np.exp(logs) - _OFFSET_S, 0.0)
         return waits, features, model
@@ -224,7 +236,7 @@ class WaitPredictor:
                 )
                 for job, row in zip(snapshot.pending, waits, strict=True)
             ],
-            basis=model.basis,
+            basis=model.basis(self.config.coverage),
         )
 
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tools.waits.jobs import JobTable
 from tools.waits.predictor import WaitPredictor, recent_wait_starts, request_starts
+from tools.waits.rule import rule_starts
 from tools.waits.snapshot import SnapshotPredictions
 
 __all__ = ["FLOOR_S", "InstantWaits", "WaitScore", "bench_snapshots", "replay_waits", "score"]
@@ -49,6 +50,7 @@ class InstantWaits:
     simulation_s: FloatArray  # our simulation alone (learned run times), no learned model
     request_s: FloatArray  # baseline: conservative backfilling on requested times
     recent_s: FloatArray  # baseline: median wait of the last day's starts
+    rule_s: FloatArray  # the planner's fixed rule (0.4 x limit), tools.waits.rule
     predict_s: float  # seconds one predict took (features + trees)
 
 
@@ -78,6 +80,7 @@ def replay_waits(
                 simulation_s=features.sim_wait_s,
                 request_s=request_starts(snapshot),
                 recent_s=recent_wait_starts(snapshot, table.before(t)),
+                rule_s=rule_starts(snapshot),
                 predict_s=took,
             )
         )
@@ -95,6 +98,14 @@ class WaitScore(BaseModel):
     coverage: float | None = None
 
 
+def rule_log_error(instants: Sequence[InstantWaits]) -> tuple[float, float]:
+    """p10 and p90 of log(actual + 60) - log(rule + 60): the planner's rule's error band."""
+    actual = np.concatenate([i.actual_s for i in instants])
+    rule = np.concatenate([i.rule_s for i in instants])
+    error = np.log(actual + 60.0) - np.log(rule + 60.0)
+    return float(np.quantile(error, 0.1)), float(np.quantile(error, 0.9))
+
+
 def within_2x(predicted: FloatArray, actual: FloatArray) -> NDArray[np.bool_]:
     p = np.maximum(predicted, FLOOR_S)
     a = np.maximum(actual, FLOOR_S)
@@ -102,13 +113,11 @@ def within_2x(predicted: FloatArray, actual: FloatArray) -> NDArray[np.bool_]:
 
 
 def score(instants: Sequence[InstantWaits], which: str) -> WaitScore:
-    """``which``: p50 (with coverage), simulation, request or recent."""
+    """``which``: p50 (with coverage), simulation, request, recent or rule."""
     actual = np.concatenate([i.actual_s for i in instants]) if instants else np.zeros(0)
     if not len(actual):
         return WaitScore(jobs=0, within_2x=float("nan"), median_abs_error_h=float("nan"))
-    column = {"p50": "p50_s", "simulation": "simulation_s", "request": "request_s"}.get(
-        which, "recent_s"
-    )
+    column = f"{which}_s"
     predicted = np.concatenate([getattr(i, column) for i in instants])
     coverage = None
     if which == "p50":
