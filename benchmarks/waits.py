@@ -85,6 +85,8 @@ def run_trace(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     for base, config in CONFIGS.items():
         if args.config and base != args.config:
             continue
+        if args.step_h:
+            config = config.model_copy(update={"step_s": args.step_h * 3600.0})
         trained = WaitPredictor(table, config)
         for coverage in COVERAGES:
             name = f"{base}, p10-p90 at {coverage:.0%}"
@@ -188,6 +190,9 @@ def main() -> None:
     parser.add_argument("--warmup-days", type=float, default=70.0)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--config", choices=list(CONFIGS), help="run only this configuration")
+    parser.add_argument(
+        "--step-h", type=float, help="an experiment: training instants every H hours"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--markdown", action="store_true", help="the table (the default)")
     parser.add_argument("--json-out", type=Path, help="also write the full JSON here")

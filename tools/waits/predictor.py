@@ -17,7 +17,11 @@ learns from the history it is given, and only from what was known before t:
    50th and 90th percentiles of ``log(remaining wait + 60 s)``. The last fifth of the
    instants is held out to calibrate the interval (split conformal: the margin that makes
    ``coverage`` of held-out waits fall inside p10-p90). The trees are not refit on the
-   held-out fifth: the margin is only valid for the trees it was measured on.
+   held-out fifth: the margin is only valid for the trees it was measured on. The
+   default calibrates to 90%, not 80%: the held-out fifth is older than the week the
+   model then answers for, and waits drift; calibrated to 80%, the next week's coverage
+   was 0.62-0.81 on the six shared traces, to 90% 0.75-0.90 (``benchmarks/waits.py``,
+   the level chosen leave-one-trace-out for five of the six).
 4. **Fallback.** With fewer than ``min_rows`` examples the answer is the simulation with
    expected run times, its interval a fixed factor of 3 either side.
 """
@@ -59,7 +63,7 @@ class WaitConfig(BaseModel):
     horizon_s: float = Field(default=2 * 86400.0, ge=0)
     step_s: float = Field(default=4 * 3600.0, gt=0)
     min_rows: int = Field(default=300, ge=1)
-    coverage: float = Field(default=0.8, gt=0, lt=1)
+    coverage: float = Field(default=0.9, gt=0, lt=1)
     max_rows: int = Field(default=20000, ge=1)
     trees: int = Field(default=120, ge=1)
     depth: int = Field(default=5, ge=1)

@@ -28,7 +28,7 @@ __all__ = ["RULE_LOG_ERROR", "RUNTIME_FRACTION", "rule_interval", "rule_starts"]
 RUNTIME_FRACTION = 0.4
 _OFFSET_S = 60.0
 # (p10, p90) of log(actual + 60) - log(rule + 60), pooled over the shared traces
-RULE_LOG_ERROR = (-2.0, 2.0)
+RULE_LOG_ERROR = (-1.69, 4.84)
 
 
 def rule_starts(snapshot: WaitSnapshot) -> NDArray[np.float64]:
