@@ -56,7 +56,10 @@ def predict_command(
         None, "--history", help="The center's past as an SWF trace (.swf or .swf.gz)"
     ),
     system: str | None = typer.Option(
-        None, "--system", help="With --live: the catalog system the SLURM cluster is"
+        None,
+        "--system",
+        help="Learn from this system's job history in the knowledge base (Unix seconds); "
+        "with --live: the catalog system the SLURM cluster is",
     ),
     live: bool = typer.Option(
         False, "--live", help="Read the real SLURM queue (squeue --json) and accounting"
@@ -78,15 +81,41 @@ def predict_command(
         else:
             assert snapshot_path is not None
             snapshot = load_wait_snapshot(snapshot_path)
-            table = (
-                load_history(history)
-                if history is not None
-                else JobTable.build([], snapshot.total_procs, "none")
-            )
+            if history is not None:
+                table = load_history(history)
+            elif system is not None:
+                table = _kb_history(system, snapshot)
+            else:
+                table = JobTable.build([], snapshot.total_procs, "none")
         result = WaitPredictor(table).predict(snapshot)
     except RightsizeError as error:
         fail(error, as_json)
     emit(result, as_json, lambda: _render(result, snapshot.taken_at))
+
+
+def _kb_history(system_name: str, snapshot: WaitSnapshot) -> JobTable:
+    """The system's finished jobs the knowledge base holds, submitted before the snapshot."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from knowledge_base.store import JobQuery
+    from rightsize.settings import Settings
+    from rightsize.wiring import knowledge_base
+    from tools.waits.live import history_from_records
+
+    async def read() -> JobTable:
+        async with knowledge_base(Settings()) as kb:
+            (await kb.get_catalog()).system(system_name)  # NotFoundError names it
+            records = await kb.query_jobs(
+                JobQuery(
+                    system=system_name,
+                    submitted_before=datetime.fromtimestamp(snapshot.taken_at, UTC),
+                    limit=1_000_000,
+                )
+            )
+        return history_from_records(records, snapshot.total_procs)
+
+    return asyncio.run(read())
 
 
 def _live(system_name: str | None) -> tuple[WaitSnapshot, JobTable]:

@@ -147,3 +147,17 @@ def test_bench_refuses_an_instant_that_is_not_a_number(shared_data: Path) -> Non
     )
     assert result.exit_code == 2
     assert json.loads(result.stdout)["field"] == "--at"
+
+
+def test_an_unknown_system_for_history_exits_2_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RIGHTSIZE_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("RIGHTSIZE_KB_URL", raising=False)
+    path = _snapshot_file(tmp_path, _document())
+    result = runner.invoke(app, ["queue", "predict", str(path), "--system", "nope", "--json"])
+    assert result.exit_code == 2
+    assert "nope" in json.loads(result.stdout)["error"]
+    known = runner.invoke(app, ["queue", "predict", str(path), "--system", "pitzer", "--json"])
+    assert known.exit_code == 0, known.output
+    assert len(json.loads(known.stdout)["predictions"]) == 2
