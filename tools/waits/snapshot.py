@@ -64,21 +64,29 @@ class WaitSnapshot(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         running = {job.job_id for job in self.running}
-        for index, job in enumerate(self.pending):
-            if job.job_id in running:
-                raise ValueError(
-                    f"pending.{index}.job_id {job.job_id!r} is also running; "
-                    "a job is either running or pending"
-                )
         seen: set[str] = set()
-        for name, jobs in (("running", self.running), ("pending", self.pending)):
-            for index, job in enumerate(jobs):
-                if job.job_id in seen and name == "pending" and job.job_id not in running:
-                    raise ValueError(f"pending.{index}.job_id {job.job_id!r} is listed twice")
+        jobs: list[tuple[str, list[RunningJob] | list[PendingJob]]] = [
+            ("running", self.running),
+            ("pending", self.pending),
+        ]
+        for name, listed in jobs:
+            for index, job in enumerate(listed):
+                where = f"{name}.{index}"
+                if name == "pending" and job.job_id in running:
+                    raise ValueError(
+                        f"{where}.job_id {job.job_id!r} is also running; "
+                        "a job is either running or pending"
+                    )
+                if job.job_id in seen:
+                    raise ValueError(f"{where}.job_id {job.job_id!r} is listed twice")
                 seen.add(job.job_id)
                 if job.submit_s > self.taken_at:
                     raise ValueError(
-                        f"{name}.{index}.submit_s {job.submit_s} is after taken_at {self.taken_at}"
+                        f"{where}.submit_s {job.submit_s} is after taken_at {self.taken_at}"
+                    )
+                if isinstance(job, RunningJob) and job.start_s > self.taken_at:
+                    raise ValueError(
+                        f"{where}.start_s {job.start_s} is after taken_at {self.taken_at}"
                     )
         return self
 

@@ -78,3 +78,14 @@ def test_a_file_that_is_not_json_names_the_file(tmp_path: Path) -> None:
     assert caught.value.source == str(path)
     path.write_text(json.dumps(_snapshot(pending=[])))
     assert load_wait_snapshot(path).pending == []
+
+
+def test_a_job_listed_twice_or_started_after_the_snapshot_is_refused() -> None:
+    document = _snapshot()
+    document["pending"].append(dict(document["pending"][0]))
+    with pytest.raises(InvalidInputError, match="pending.1.job_id 'p1' is listed twice"):
+        parse_wait_snapshot(document)
+    document = _snapshot()
+    document["running"][0]["start_s"] = 5000
+    with pytest.raises(InvalidInputError, match="running.0.start_s"):
+        parse_wait_snapshot(document)
