@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 from tools.waits.jobs import JobTable, load_history  # noqa: E402
 from tools.waits.predictor import WaitConfig, WaitPredictor  # noqa: E402
 from tools.waits.replay import InstantWaits, replay_waits, score  # noqa: E402
+from tools.waits.rule import RULE_CLASSES_S  # noqa: E402
 
 TRACES = REPO.parent / "shared" / "data" / "traces"
 DAY_S = 86400.0
@@ -105,9 +106,27 @@ def run_trace(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     return found
 
 
-def rule_errors(replay: list[InstantWaits]) -> list[float]:
-    """log(actual + 60) - log(rule + 60) of every pending job: the planner rule's error."""
-    return [float(e) for i in replay for e in np.log(i.actual_s + 60.0) - np.log(i.rule_s + 60.0)]
+def rule_errors(replay: list[InstantWaits]) -> list[tuple[float, float]]:
+    """(rule's wait, log(actual + 60) - log(rule + 60)) of every pending job."""
+    return [
+        (float(w), float(e))
+        for i in replay
+        for w, e in zip(i.rule_s, np.log(i.actual_s + 60.0) - np.log(i.rule_s + 60.0), strict=True)
+    ]
+
+
+def rule_bands(pairs: list[tuple[float, float]]) -> list[tuple[float, int, float, float]]:
+    """Per class of the rule's wait (RULE_CLASSES_S): jobs, p10 and p90 of its log error."""
+    waits = np.array([w for w, _ in pairs])
+    errors = np.array([e for _, e in pairs])
+    bands, low = [], 0.0
+    for high in RULE_CLASSES_S:
+        inside = errors[(waits >= low) & (waits < high)]
+        if len(inside):
+            p10, p90 = np.quantile(inside, [0.1, 0.9])
+            bands.append((high, len(inside), float(p10), float(p90)))
+        low = high
+    return bands
 
 
 def _rank(results: list[dict[str, Any]], name: str) -> tuple[float, float]:
@@ -200,8 +219,8 @@ def main() -> None:
     paths = [TRACES / name for name in args.trace] if args.trace else sorted(TRACES.glob("*.swf*"))
     results = [run_trace(path, args) for path in paths]
     chosen = leave_one_out(results)
-    pooled = [e for r in results for e in r.get("rule_error", [])]
-    rule_band = [float(np.quantile(pooled, q)) for q in (0.1, 0.9)] if pooled else []
+    pooled = [pair for r in results for pair in r.get("rule_error", [])]
+    rule_band = rule_bands(pooled) if pooled else []
     busiest = max(paths, key=lambda p: p.stat().st_size)
     took = time_500(busiest)
     slim = [{k: v for k, v in r.items() if k != "rule_error"} for r in results]
@@ -218,10 +237,10 @@ def main() -> None:
         print(json.dumps(document, indent=2))
         return
     print(markdown(results, chosen))
-    if rule_band:
+    for below, jobs, p10, p90 in rule_band:
         print(
-            f"\nrule error, log(actual + 60) - log(rule + 60), p10 {rule_band[0]:.2f} "
-            f"p90 {rule_band[1]:.2f} ({len(pooled)} jobs, every trace)"
+            f"rule error, log(actual + 60) - log(rule + 60), rule's wait < {below:.0f} s: "
+            f"p10 {p10:.2f} p90 {p90:.2f} ({jobs} jobs, every trace)"
         )
     print(
         f"\none predict on 500 pending jobs ({busiest.name}, trained): {took:.2f} s "

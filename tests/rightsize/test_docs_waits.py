@@ -1,4 +1,4 @@
-"""docs/waits.md quotes ``rightsize queue predict`` on examples/queue_snapshot.json: the
+"""docs/waits.md quotes ``rightsize queue predict`` on examples/kth-wait-snapshot.json: the
 quoted JSON must be what the command prints today (regenerate it with the command the
 doc shows when the predictor changes)."""
 
@@ -25,7 +25,7 @@ def test_the_quoted_prediction_is_what_the_command_prints(shared_data: Path) -> 
         [
             "queue",
             "predict",
-            str(REPO / "examples" / "queue_snapshot.json"),
+            str(REPO / "examples" / "kth-wait-snapshot.json"),
             "--history",
             str(shared_data / "traces" / KTH),
             "--json",

@@ -8,9 +8,11 @@ limit, conservative backfilling, oldest first. ``rule_starts`` is that rule on a
 ``RULE_LOG_ERROR`` is what the benchmark measured: the 10th and 90th percentiles of
 ``log(actual + 60 s) - log(rule + 60 s)`` over every pending job at the benchmark's
 instants on the six shared traces (``python benchmarks/waits.py``, its "rule error"
-line). ``rule_interval`` turns a wait from the rule into p10-p90 with it: a calibrated
-residual band, the same for every job, until the plan has the learned predictor's
-history to go on.
+lines), by how long a wait the rule predicted: the error depends on it (when the rule
+says "now", the median real wait was 12 hours: a job that fits and still waits is held
+by something the rule does not see). ``rule_interval`` turns a wait from the rule into
+p10-p90 with the band of its class: a calibrated residual model, until the plan has the
+learned predictor's history to go on.
 """
 
 from __future__ import annotations
@@ -23,12 +25,25 @@ from numpy.typing import NDArray
 from tools.waits.simulate import backfill_starts
 from tools.waits.snapshot import WaitSnapshot
 
-__all__ = ["RULE_LOG_ERROR", "RUNTIME_FRACTION", "rule_interval", "rule_starts"]
+__all__ = [
+    "RULE_CLASSES_S",
+    "RULE_LOG_ERROR",
+    "RUNTIME_FRACTION",
+    "rule_interval",
+    "rule_starts",
+]
 
 RUNTIME_FRACTION = 0.4
 _OFFSET_S = 60.0
-# (p10, p90) of log(actual + 60) - log(rule + 60), pooled over the shared traces
-RULE_LOG_ERROR = (-1.69, 4.84)
+# (rule's wait below this many seconds, p10, p90) of log(actual + 60) - log(rule + 60),
+# pooled over the six shared traces (13,283 pending jobs; benchmarks/waits.py)
+RULE_CLASSES_S = (600.0, 7200.0, 43200.0, math.inf)
+RULE_LOG_ERROR: tuple[tuple[float, float, float], ...] = (
+    (600.0, 3.48, 9.14),
+    (7200.0, -0.03, 4.90),
+    (43200.0, -0.82, 2.99),
+    (math.inf, -2.19, 2.03),
+)
 
 
 def rule_starts(snapshot: WaitSnapshot) -> NDArray[np.float64]:
@@ -59,7 +74,7 @@ def rule_starts(snapshot: WaitSnapshot) -> NDArray[np.float64]:
 
 def rule_interval(wait_s: float) -> tuple[float, float]:
     """p10 and p90 of the wait, from the rule's measured error on the shared traces."""
-    low, high = RULE_LOG_ERROR
+    low, high = next((lo, hi) for below, lo, hi in RULE_LOG_ERROR if wait_s < below)
     base = math.log(max(wait_s, 0.0) + _OFFSET_S)
     return (
         max(math.exp(base + low) - _OFFSET_S, 0.0),
