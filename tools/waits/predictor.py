@@ -126,7 +126,7 @@ def _training_rows(
     known = history.before(cutoff_s)
     first = max(cutoff_s - config.window_s, float(known.submit_s.min()) if len(known) else 0.0)
     last = cutoff_s - config.horizon_s
-    # instants on an absolute grid, so neighbouring cutoffs share them
+    # instants on an absolute grid: the same ones whichever instant of the week asked
     start = math.ceil(first / config.step_s) * config.step_s
     features: list[NDArray[np.float32]] = []
     labels: list[FloatArray] = []
@@ -185,12 +185,6 @@ class WaitPredictor:
     history: JobTable
     config: WaitConfig = field(default_factory=WaitConfig)
     _models: dict[float, WaitModel] = field(default_factory=dict)
-    _runs: RunIndex | None = None
-
-    def runs(self) -> RunIndex:
-        if self._runs is None:
-            self._runs = RunIndex(self.history)
-        return self._runs
 
     def model_for(self, t: float) -> WaitModel:
         cutoff = math.floor(t / self.config.retrain_s) * self.config.retrain_s
@@ -203,7 +197,7 @@ class WaitPredictor:
     def with_coverage(self, coverage: float) -> WaitPredictor:
         """The same trees (shared, not retrained), the interval calibrated for ``coverage``."""
         config = self.config.model_copy(update={"coverage": coverage})
-        return WaitPredictor(self.history, config, self._models, self._runs)
+        return WaitPredictor(self.history, config, self._models)
 
     def quantiles(self, snapshot: WaitSnapshot) -> tuple[FloatArray, QueueFeatures, WaitModel]:
         """Waits (seconds from ``taken_at``) at p10/p50/p90, one row per pending job."""
