@@ -25,6 +25,7 @@ from mcp_server.auth import HashedTokenVerifier
 from mcp_server.context import AppContext, ServerDeps
 from mcp_server.metrics import register_metrics
 from mcp_server.prompts import register_prompts
+from mcp_server.queue_tools import register_queue_tools
 from mcp_server.resources import register_resources
 from mcp_server.tools import register_tools
 from tools.planning.service import shared_chain
@@ -94,6 +95,7 @@ def build_server(
         log_level="WARNING",
     )
     register_tools(server)
+    register_queue_tools(server)
     register_resources(server, deps)
     register_prompts(server)
     register_metrics(server, deps, verifier)

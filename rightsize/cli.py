@@ -96,6 +96,10 @@ COMMANDS: dict[str, LazyCommand] = {
     "jobs": LazyCommand(
         "rightsize.commands.jobs:jobs_command", "Every job the ledger holds, per plan."
     ),
+    "queue": LazyCommand(
+        "rightsize.commands.queue:app",
+        "Queue waits: when pending jobs will start (p10-p90), learned from history.",
+    ),
 }
 
 

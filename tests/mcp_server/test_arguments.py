@@ -9,6 +9,7 @@ from typing import Any
 
 from mcp import Client
 
+from mcp_server.queue_tools import QUEUE_TOOLS
 from mcp_server.server import build_server
 from mcp_server.tools import TOOLS
 from tests.mcp_server.conftest import make_deps
@@ -25,7 +26,7 @@ def _data(result: Any) -> dict[str, Any]:
 async def test_schemas_are_flat_described_and_exemplified(kb_url: str) -> None:
     async with Client(build_server(make_deps(kb_url))) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == set(TOOLS)
+    assert set(tools) == set(TOOLS) | set(QUEUE_TOOLS)
     for name, tool in tools.items():
         properties = tool.input_schema["properties"]
         assert "request" not in properties, name

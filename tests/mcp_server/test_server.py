@@ -19,6 +19,7 @@ from agents.events import decode_event
 from agents.topics import PLANS
 from knowledge_base.open import open_knowledge_base
 from knowledge_base.records import JobRecord, JobState, PlanStatus
+from mcp_server.queue_tools import QUEUE_TOOLS
 from mcp_server.server import build_server
 from mcp_server.tools import TOOLS
 from tests.mcp_server.conftest import REPO, HttpServer, make_deps, resnet_spec
@@ -93,7 +94,7 @@ async def add_jobs(url: str) -> None:
 async def test_tools_are_listed_with_input_models_and_honest_annotations(kb_url: str) -> None:
     async with Client(build_server(make_deps(kb_url))) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == set(TOOLS)
+    assert set(tools) == set(TOOLS) | set(QUEUE_TOOLS)
     for name in ("list_systems", "what_if", "get_plan_status", "get_job_history"):
         assert tools[name].annotations.read_only_hint is True
     assert tools["cancel_plan"].annotations.destructive_hint is True
@@ -342,7 +343,7 @@ async def test_stdio_server_lists_calls_and_reads(kb_url: str, tmp_path: Any) ->
         command=sys.executable, args=["-m", "rightsize", "mcp"], env=env, cwd=str(REPO)
     )
     async with Client(params, read_timeout_seconds=60) as client:
-        assert len((await client.list_tools()).tools) == len(TOOLS)
+        assert len((await client.list_tools()).tools) == len(TOOLS) + len(QUEUE_TOOLS)
         whatif = data(await client.call_tool("what_if", {"workload": resnet_spec(), "top": 1}))
         assert whatif["recommended"] is not None
         built = data(await client.call_tool("build_plan", {"workload": resnet_spec()}))
@@ -369,7 +370,7 @@ def test_http_without_or_with_a_wrong_token_is_401(
 
 async def test_http_lists_calls_reads_and_isolates_users(http_server: HttpServer) -> None:
     async with http_client(http_server.url, http_server.tokens["bob"]) as bob:
-        assert len((await bob.list_tools()).tools) == len(TOOLS)
+        assert len((await bob.list_tools()).tools) == len(TOOLS) + len(QUEUE_TOOLS)
         plan_id = data(await bob.call_tool("build_plan", {"workload": resnet_spec("bob")}))[
             "plan_id"
         ]

@@ -21,6 +21,10 @@ The wait model is a short simulation of the pool, conservative backfilling:
 
 The result is the expected wait, or None where the snapshot says nothing about the
 partition's pool; planning then says the wait is unknown rather than assuming zero.
+Its p10-p90 (in the basis) is the rule's error measured against the waits recorded on
+the shared traces (``tools.waits.rule``; ``benchmarks/waits.py`` measures it), which is
+what a plan can say without the center's history; ``rightsize queue predict`` learns
+from that history (docs/waits.md).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from knowledge_base.records import JobState
 from tools.actuators.base import Executor
 from tools.actuators.model import QueueEntry
 from tools.actuators.state import ClusterState
+from tools.waits.rule import rule_interval
 
 __all__ = [
     "RUNTIME_FRACTION",
@@ -113,11 +118,13 @@ def load_snapshots(path: Path) -> list[QueueSnapshot]:
 
 @dataclass(frozen=True, slots=True)
 class WaitEstimate:
-    """The expected wait (None: unknown, or never) and what it rests on."""
+    """The expected wait (None: unknown, or never), its p10-p90, and what it rests on."""
 
     wait_s: float | None
     basis: str
     never: bool = False  # the pool has fewer nodes than the job needs
+    p10_s: float | None = None
+    p90_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,7 +335,15 @@ class QueueModel:
                 f"needs {nodes} nodes; pool {pool.state.name!r} has {profile.capacity}",
                 never=True,
             )
-        return WaitEstimate(start, pool.basis)
+        # The interval is the rule's error measured against recorded waits (tools.waits.rule)
+        low, high = rule_interval(start)
+        return WaitEstimate(
+            start,
+            f"{pool.basis}; p10-p90 {low / 3600:.1f}-{high / 3600:.1f} h "
+            "(the rule's error on recorded waits, docs/waits.md)",
+            p10_s=low,
+            p90_s=high,
+        )
 
 
 def snapshot_from_state(system: str, state: ClusterState) -> QueueSnapshot:
