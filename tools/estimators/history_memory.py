@@ -46,12 +46,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import xgboost as xgb
 from numpy.typing import NDArray
 
 from tools.estimators.features import FEATURE_NAMES, HistoryJob
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # xgboost is imported where a model is trained: the Re-scheduler reads
+    # conditional_request from here without loading it
+    import xgboost as xgb
+
     from tools.estimators.history_runtime import HistoryConfig
 
 __all__ = [
@@ -63,6 +65,7 @@ __all__ = [
     "MemoryLearner",
     "MemoryModel",
     "MemoryState",
+    "conditional_request",
     "memory_outlier",
     "predict_memory",
     "raise_after_oom",
@@ -282,26 +285,42 @@ def predict_memory(
     )
 
 
+def conditional_request(
+    levels: NDArray[np.floating] | list[float],
+    values: NDArray[np.floating] | list[float],
+    needed_more_than: float,
+    target: float,
+) -> float | None:
+    """After a kill at ``needed_more_than``: the smallest of ``values`` (ascending, with
+    P(use <= value) = ``levels``) that covers all but ``target`` of the jobs that need
+    more than that, i.e. P(use <= v | use > x) = (F(v) - F(x)) / (1 - F(x)) >= 1 - target.
+
+    ``None`` when the distribution has nothing above ``needed_more_than`` (the kill
+    already went past what it foresaw): the caller falls back to a fixed factor.
+    """
+    level = np.asarray(levels, dtype=np.float64)
+    value = np.asarray(values, dtype=np.float64)
+    above = value > needed_more_than
+    if not above.any():
+        return None
+    below = float(np.interp(needed_more_than, value, level, left=0.0, right=float(level[-1])))
+    rest = 1.0 - below
+    if rest <= 0:
+        return float(value[above][-1])
+    conditional = (level - below) / rest
+    reaching = np.flatnonzero(above & (conditional >= 1.0 - target))
+    return float(value[reaching[0]] if reaching.size else value[above][-1])
+
+
 def raise_after_oom(
     batch: MemoryBatch, row: int, needed_more_than_kb: float, target: float
 ) -> float:
-    """The next request for a job killed at ``needed_more_than_kb``: from its distribution
-    conditioned on use > that, the quantile that leaves ``target`` of the rest uncovered.
-
-    P(use <= v | use > x) = (F(v) - F(x)) / (1 - F(x)); past the widest candidate the
-    answer is that candidate, and never less than 1.25x the amount that was not enough.
-    """
-    values = batch.quantiles_kb[row]
-    levels = batch.levels
+    """The next request (KB) for row ``row`` of ``batch`` after a kill at
+    ``needed_more_than_kb``: :func:`conditional_request`, and never less than 1.25 x the
+    amount that was not enough (past the widest candidate, that floor alone)."""
+    found = conditional_request(batch.levels, batch.quantiles_kb[row], needed_more_than_kb, target)
     floor = needed_more_than_kb * 1.25
-    below = np.interp(needed_more_than_kb, values, levels, left=0.0, right=levels[-1])
-    rest = 1.0 - below
-    if rest <= 0:
-        return float(max(values[-1], floor))
-    conditional = (levels - below) / rest
-    reaching = np.flatnonzero((conditional >= 1.0 - target) & (values > needed_more_than_kb))
-    value = values[reaching[0]] if reaching.size else values[-1]
-    return float(max(value, floor))
+    return floor if found is None else max(found, floor)
 
 
 class MemoryLearner:
@@ -453,6 +472,8 @@ class MemoryLearner:
             "seed": config.seed,
             "verbosity": 0,
         }
+        import xgboost as xgb
+
         booster = xgb.train(
             params, xgb.DMatrix(rows, label=labels), num_boost_round=config.quantile_trees
         )

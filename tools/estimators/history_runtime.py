@@ -117,9 +117,10 @@ class HistoryConfig(BaseModel):
         description="The memory request's aim: the share of jobs that use more than it",
     )
     memory_user_step: float = Field(
-        default=0.05,
+        default=0.0,
         ge=0,
-        description="A user's memory offset (log) moves by this x (oom - target) per job",
+        description="A user's memory offset (log) moves by this x (oom - target) per job; "
+        "off: on LANL-CM5 0.05 held more memory at the same OOM rate (docs/notebooks/memory.md)",
     )
     target_under_rate: float = Field(
         default=0.04, gt=0, lt=0.5, description="What the safe value's calibration aims for"

@@ -224,6 +224,7 @@ class MemoryPart(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     first_job_index: int = Field(ge=0, description="Scored from this job (submit order) on")
+    end_job_index: int | None = Field(default=None, description="... up to this one")
     predictors: dict[str, MemoryScore]
     model_waste_vs_tuned: float | None = Field(
         default=None, description="Model waste / tuned last-three-max waste (target <= 0.7)"
@@ -242,6 +243,7 @@ class MemoryBenchResult(BaseModel):
     jobs_scored: int = Field(ge=0, description="Jobs with a recorded use that is memory")
     kept_out: dict[str, int] = Field(description="Recorded uses not learned from, by reason")
     all_jobs: MemoryPart
+    tune: MemoryPart = Field(description="The first half (submit order): settings chosen here")
     held_out: MemoryPart = Field(description="The later half (submit order) only")
     retrains: int = Field(ge=0)
     recalibrations: int = Field(ge=0)
@@ -249,9 +251,11 @@ class MemoryBenchResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def _part(result: MemoryReplay, first: int) -> MemoryPart:
+def _part(result: MemoryReplay, first: int, end: int | None = None) -> MemoryPart:
     used = result.used_kb.copy()
     used[:first] = np.nan
+    if end is not None:
+        used[end:] = np.nan
     predictors: dict[str, MemoryScore] = {}
     user = score_requests(result.user_request_kb, used)
     if user is not None:
@@ -269,7 +273,12 @@ def _part(result: MemoryReplay, first: int) -> MemoryPart:
             predictors["last3_max_tuned"] = tuned
             ratio = model.waste / tuned.waste if tuned.waste > 0 else None
         predictors["model"] = model
-    return MemoryPart(first_job_index=first, predictors=predictors, model_waste_vs_tuned=ratio)
+    return MemoryPart(
+        first_job_index=first,
+        end_job_index=end,
+        predictors=predictors,
+        model_waste_vs_tuned=ratio,
+    )
 
 
 def _write_csv(path: Path, result: MemoryReplay) -> None:
@@ -339,6 +348,7 @@ def memory_bench(
         jobs_scored=scored,
         kept_out=result.kept_out,
         all_jobs=_part(result, 0),
+        tune=_part(result, 0, len(result.jobs) // 2),
         held_out=_part(result, len(result.jobs) // 2),
         retrains=result.retrains,
         recalibrations=result.recalibrations,
