@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -286,8 +287,8 @@ def predict_memory(
 
 
 def conditional_request(
-    levels: NDArray[np.floating] | list[float],
-    values: NDArray[np.floating] | list[float],
+    levels: NDArray[np.floating] | Sequence[float],
+    values: NDArray[np.floating] | Sequence[float],
     needed_more_than: float,
     target: float,
 ) -> float | None:
