@@ -99,6 +99,7 @@ from tools.estimators.promoted_runtime import (
     load_runtime_model,
     log_error,
     mape,
+    memory_oom_rate,
     score,
     usable,
 )
@@ -129,6 +130,7 @@ __all__ = [
     "load_runtime_model",
     "log_error",
     "mape",
+    "memory_oom_rate",
     "metric_name",
     "score",
     "usable",
@@ -154,6 +156,14 @@ class PromotionPolicy(BaseModel):
     min_improvement: float = Field(default=0.05, ge=0, lt=1, description="Relative, to promote")
     min_train_jobs: int = Field(default=30, ge=2)
     lookback_days: float = Field(default=30, gt=0, description="History a window looks at")
+    memory_drift_oom_rate: float = Field(
+        default=0.05,
+        gt=0,
+        lt=1,
+        description="Retrain when the promoted model's memory request leaves more live jobs "
+        "short than this (its target is 2 %): memory drift, judged like run-time drift",
+    )
+    min_memory_jobs: int = Field(default=20, ge=1, description="Live jobs with a use to judge it")
     metric: Metric = Field(
         default="log",
         description="What drift and promotion are judged on: 'log' (mean |ln(predicted/"
@@ -235,6 +245,10 @@ class PromotionObservation(Observation):
         default=0, ge=0, description="Jobs finished since the incumbent was trained (all: none)"
     )
     live_error: float | None = Field(default=None, description="The incumbent's, on live jobs")
+    memory_jobs: int = Field(default=0, ge=0, description="Live jobs with a used memory judged")
+    live_oom_rate: float | None = Field(
+        default=None, description="Share of them whose memory request was below the use"
+    )
     validation_error: float | None = None
     metric: Metric = "log"
     reason: str = ""
@@ -358,6 +372,8 @@ class ModelPromotion(Agent[PromotionObservation]):
             update["metric"] = metric
             update["validation_error"] = validation
             update["live_error"] = await asyncio.to_thread(score, model, live, metric)
+            rate, judged = await asyncio.to_thread(memory_oom_rate, model, live)
+            update["live_oom_rate"], update["memory_jobs"] = rate, judged
         return observation.model_copy(update=update)
 
     def decide(self, observation: PromotionObservation) -> list[Action]:
@@ -410,6 +426,28 @@ class ModelPromotion(Agent[PromotionObservation]):
         if live_error is None or validation is None:
             return [Evaluated()]
         name = metric_name(metric)
+        oom = observation.live_oom_rate
+        if (
+            not drift(live_error, validation, policy)
+            and oom is not None
+            and observation.memory_jobs >= policy.min_memory_jobs
+            and oom > policy.memory_drift_oom_rate
+        ):
+            return [
+                Retrain(
+                    target=RUNTIME_TARGET,
+                    reason=f"memory drift: the memory request was below the use on {oom:.1%} "
+                    f"of {observation.memory_jobs} live jobs (allowed "
+                    f"{policy.memory_drift_oom_rate:.0%}); run time within bounds (live {name} "
+                    f"{_value(live_error, metric)})",
+                    live_error=live_error,
+                    validation_error=validation,
+                    incumbent_id=incumbent.id,
+                    jobs=live,
+                    metric=metric,
+                ),
+                Evaluated(),
+            ]
         if not drift(live_error, validation, policy):
             return [
                 Emit(

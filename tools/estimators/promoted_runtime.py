@@ -41,7 +41,7 @@ from tools.planning.estimation import Candidate, NoEstimate, Workload
 from tools.planning.generic import memory_share_mb
 
 if TYPE_CHECKING:  # imported where used: xgboost is heavy and only the history model needs it
-    from tools.estimators.history import HistoryEstimator
+    from tools.estimators.history import HistoryEstimator, HistoryPrediction
 
 __all__ = [
     "DEFAULT_TRAINERS",
@@ -59,6 +59,7 @@ __all__ = [
     "load_runtime_model",
     "log_error",
     "mape",
+    "memory_oom_rate",
     "score",
     "usable",
 ]
@@ -274,23 +275,41 @@ class HistoryRuntime:
 
         return list(FEATURE_NAMES)
 
-    def predict_records(self, records: Sequence[JobRecord]) -> list[float]:
+    def _online(self, records: Sequence[JobRecord]) -> list[HistoryPrediction]:
         """Online, as the estimator is meant to run: each job predicted when submitted, then
         observed when it ends, in time order, on a copy (this model never changes)."""
         from tools.estimators.features import HistoryJob
 
         estimator = copy.deepcopy(self._estimator)
         order = sorted(range(len(records)), key=lambda i: records[i].submit_time)
-        predictions: dict[int, float] = {}
+        predictions: dict[int, HistoryPrediction] = {}
         ending: list[tuple[float, int, HistoryJob]] = []
         for i in order:
             job = HistoryJob.from_job_record(records[i])
             while ending and ending[0][0] < job.submit_time_s:
                 estimator.observe(heapq.heappop(ending)[2])
-            predictions[i] = estimator.submit(job).runtime_interval().point
+            predictions[i] = estimator.submit(job)
             if job.end_time_s is not None:
                 heapq.heappush(ending, (job.end_time_s, i, job))
-        return [max(_MIN_RUN_S, predictions[i]) for i in range(len(records))]
+        return [predictions[i] for i in range(len(records))]
+
+    def predict_records(self, records: Sequence[JobRecord]) -> list[float]:
+        """Each job's run time, predicted online (``_online``)."""
+        return [max(_MIN_RUN_S, p.runtime_interval().point) for p in self._online(records)]
+
+    def memory_requests_mb(self, records: Sequence[JobRecord]) -> list[float | None]:
+        """Each job's memory request (MB, the whole job) from the memory model, online;
+        None where the memory model did not answer or the job has no core count."""
+        requests: list[float | None] = []
+        for record, prediction in zip(records, self._online(records), strict=True):
+            per_proc_kb = prediction.memory_safe_kb_per_proc
+            cores = record.requested_cores
+            answered = prediction.memory_source == "model"
+            if answered and per_proc_kb is not None and cores:
+                requests.append(per_proc_kb * cores / 1024)
+            else:
+                requests.append(None)
+        return requests
 
     def what_if(
         self, *, application: str | None, cores: int, requested_s: int | None, now: datetime
@@ -331,6 +350,24 @@ class HistoryRuntime:
 
     def to_json(self) -> str:
         return self.artifact.model_dump_json()
+
+
+def memory_oom_rate(model: RuntimeModel, records: Sequence[JobRecord]) -> tuple[float | None, int]:
+    """The share of ``records`` with a used memory whose model request was below it, and
+    how many were judged; (None, 0) for a model without memory or no such job."""
+    if not isinstance(model, HistoryRuntime):
+        return None, 0
+    with_use = [r for r in records if r.used_memory_mb is not None]
+    if not with_use:
+        return None, 0
+    judged = [
+        (request, record.used_memory_mb or 0)
+        for record, request in zip(with_use, model.memory_requests_mb(with_use), strict=True)
+        if request is not None
+    ]
+    if not judged:
+        return None, 0
+    return sum(request < used for request, used in judged) / len(judged), len(judged)
 
 
 def fit_history(records: Sequence[JobRecord], *, min_rows: int = 50) -> HistoryRuntime:
