@@ -218,3 +218,11 @@ def test_a_trace_that_copies_the_request_into_the_use_says_so(tmp_path: Path) ->
     trace = _swf(tmp_path / "echo.swf", _jobs(400, echo=True))
     result = memory_bench(trace, config=QUICK)
     assert any("not evidence of use" in note for note in result.notes)
+
+
+def test_people_get_tables_for_all_jobs_and_the_held_out_half(tmp_path: Path) -> None:
+    trace = _swf(tmp_path / "mem.swf", _jobs(300))
+    result = runner.invoke(app, ["history-bench", "--trace", str(trace), "--target", "memory"])
+    assert result.exit_code == 0, result.output
+    for label in ("user request", "last-three-max x1.5", "model request", "held out"):
+        assert label in result.stdout
