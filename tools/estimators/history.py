@@ -180,6 +180,11 @@ class HistoryPrediction(BaseModel):
     memory_source: Literal["model", "fallback"] | None = Field(
         default=None, description="Whether the memory figures came from the memory model"
     )
+    memory_distribution_kb_per_proc: tuple[tuple[float, float], ...] | None = Field(
+        default=None,
+        description="The memory model's distribution of the use: (P(use <= KB), KB), "
+        "ascending; what the Re-scheduler conditions on after an OOM",
+    )
     source: Literal["model", "fallback"]
     model_version: int = Field(ge=0, description="Retrains so far; 0 before the first")
     trained_on_jobs: int = Field(ge=0)
@@ -527,12 +532,16 @@ class HistoryEstimator:
 
     def _prediction(self, row: list[float], job: HistoryJob) -> HistoryPrediction:
         model = self.model
-        batch = predict_rows(
-            model,
-            np.asarray([row], dtype=np.float64),
-            np.asarray([self.memory.row(row, job)], dtype=np.float64),
-            np.array([self.memory.offset(job.user)]),
-        )
+        memory_row = np.asarray([self.memory.row(row, job)], dtype=np.float64)
+        offset = np.array([self.memory.offset(job.user)])
+        batch = predict_rows(model, np.asarray([row], dtype=np.float64), memory_row, offset)
+        distribution = None
+        if model is not None and model.memory is not None:
+            memory = predict_memory(model.memory, memory_row, offset)
+            distribution = tuple(
+                (float(level), float(kb))
+                for level, kb in zip(memory.levels, memory.quantiles_kb[0], strict=True)
+            )
         mem_p50 = float(batch.memory_p50_kb_per_proc[0])
         mem_safe = float(batch.memory_safe_kb_per_proc[0])
         values, coverage = runtime_distribution(model, np.asarray([row], dtype=np.float64))
@@ -548,6 +557,7 @@ class HistoryEstimator:
             memory_source="model"
             if model is not None and model.memory is not None
             else (None if math.isnan(mem_safe) else "fallback"),
+            memory_distribution_kb_per_proc=distribution,
             source="fallback" if model is None else "model",
             model_version=0 if model is None else model.version,
             trained_on_jobs=0 if model is None else model.trained_on_jobs,

@@ -164,6 +164,12 @@ def test_the_estimator_serves_the_memory_request_once_trained() -> None:
     assert prediction.memory_safe_kb_per_proc is not None
     assert prediction.memory_p50_kb_per_proc is not None
     assert prediction.memory_safe_kb_per_proc >= prediction.memory_p50_kb_per_proc
+    distribution = prediction.memory_distribution_kb_per_proc
+    assert distribution is not None
+    levels = [level for level, _ in distribution]
+    values = [kb for _, kb in distribution]
+    assert levels == sorted(levels) and values == sorted(values)
+    assert values[0] <= prediction.memory_safe_kb_per_proc <= values[-1]
 
 
 def test_cli_memory_target_prints_every_rule_and_writes_the_csv(tmp_path: Path) -> None:
