@@ -92,6 +92,10 @@ MEMORY_WEIGHTS: tuple[float, ...] = (0.0, *np.geomspace(0.01, 10_000.0, 49).toli
 infinity takes the widest candidate."""
 _WEIGHTS = np.asarray(MEMORY_WEIGHTS)
 _OFFSET_BOUNDS = (-math.log(2.0), math.log(8.0))
+# exp(log(x)) can land a hair below x: a user who always uses the same amount would get a
+# request a billionth short of it, an OOM in KB though none in log space. Requests are
+# made in log space plus this, and judged the same way in calibration.
+_LOG_TOLERANCE = 1e-9
 _COL = {name: index for index, name in enumerate(FEATURE_NAMES)}
 _REQ_MEM = _COL["log_requested_mem"]
 
@@ -282,7 +286,7 @@ def predict_memory(
         request = _choose(grid, shift, np.array([weight]))[:, 0]
     return MemoryBatch(
         p50_kb=np.exp(grid[:, MEMORY_LEVELS.index(0.5)]),
-        request_kb=np.exp(request),
+        request_kb=np.exp(request + _LOG_TOLERANCE),
         quantiles_kb=np.exp(grid),
         levels=_LEVELS.copy(),
     )
@@ -502,5 +506,5 @@ class MemoryLearner:
         labels = self._labels[since : self._size] + rows[:, len(FEATURE_NAMES)]
         grid = _grid_log(model, rows)
         chosen = _choose(grid, self._offsets[since : self._size], _WEIGHTS * model.scale_kb)
-        under = chosen < labels[:, None]
+        under = chosen + _LOG_TOLERANCE < labels[:, None]
         self._under = np.vstack([self._under, under])[-self.config.calibration_jobs :]

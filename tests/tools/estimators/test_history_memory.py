@@ -232,3 +232,16 @@ def test_people_get_tables_for_all_jobs_and_the_held_out_half(tmp_path: Path) ->
     assert result.exit_code == 0, result.output
     for label in ("user request", "last-three-max x1.5", "model request", "held out"):
         assert label in result.stdout
+
+
+def test_a_user_who_always_uses_the_same_amount_is_never_asked_for_less() -> None:
+    """exp(log(x)) can land a hair below x: the request must still cover x exactly."""
+    steady = [
+        dataclasses.replace(job, used_memory_kb_per_proc=1000.0 + 7.0 * int(job.user[1:]))
+        for job in _jobs(1500)
+        if job.user is not None
+    ]
+    result = replay_memory(steady, QUICK)
+    used, request = result.used_kb[700:], result.model_request_kb[700:]
+    assert result.retrains >= 1
+    assert not np.any(request < used)
