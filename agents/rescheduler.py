@@ -18,9 +18,14 @@ The rules, for a job that ended:
   is done. Below the total, a checkpointing workload gets the next cascade segment (the
   job stopped itself before its walltime, having checkpointed); a segment that made no
   progress stops the chain rather than loop.
-- OUT_OF_MEMORY: the same segment again with ``memory_growth`` x the memory, in whole
-  GB, capped at what the partition allows; stop with an explanation once the partition's
-  limit was already tried or ``max_oom_attempts`` resubmissions are spent.
+- OUT_OF_MEMORY: the same segment again with more memory, in whole GB, capped at what
+  the partition allows: where the job's predicted memory distribution is known
+  (``JobEnd.memory_distribution_mb``, from the history estimator), the amount that
+  covers all but ``memory_oom_target`` of the jobs that needed more than the request that
+  was killed (the distribution conditioned on "it needed more than X"); otherwise, or
+  when the kill went past everything the distribution foresaw, ``memory_growth`` x the
+  memory. Stop with an explanation once the partition's limit was already tried or
+  ``max_oom_attempts`` resubmissions are spent.
 - TIMEOUT: a checkpointing workload that progressed resumes in the next segment; one that
   cannot checkpoint, or timed out before its first checkpoint, gets ``walltime_growth`` x
   the walltime where the partition's limit allows, and stops with an explanation (which
@@ -57,6 +62,7 @@ from knowledge_base.records import (
     ResourceEstimate,
     SegmentState,
 )
+from tools.estimators.history_memory import conditional_request
 
 __all__ = [
     "Extend",
@@ -93,7 +99,16 @@ class ReschedulePolicy(_Model):
     max_oom_attempts: int = Field(
         default=3, ge=0, description="Resubmissions with more memory, per plan"
     )
-    memory_growth: float = Field(default=1.5, gt=1, description="Memory x this after an OOM")
+    memory_growth: float = Field(
+        default=1.5, gt=1, description="Memory x this after an OOM, without a distribution"
+    )
+    memory_oom_target: float = Field(
+        default=0.02,
+        gt=0,
+        lt=1,
+        description="After an OOM, the share of the jobs needing more than the killed request "
+        "that the next request may still leave short (with a distribution)",
+    )
     max_timeout_attempts: int = Field(
         default=2, ge=0, description="Resubmissions with a longer walltime, per plan"
     )
@@ -141,6 +156,11 @@ class JobEnd(_Model):
     unit: str = "step"
     previous_done: float | None = Field(
         default=None, ge=0, description="Where the previous job of the chain left off"
+    )
+    memory_distribution_mb: tuple[tuple[float, float], ...] | None = Field(
+        default=None,
+        description="The job's predicted peak memory as (P(use <= MB), MB) pairs, ascending "
+        "(the history estimator's quantiles), where one answered",
     )
 
 
@@ -311,7 +331,17 @@ def _more_memory(
             f"{ooms} out-of-memory kills and the bounded attempts "
             f"(max_oom_attempts={policy.max_oom_attempts}) are used up",
         )
-    wanted = math.ceil(current * policy.memory_growth / _GB) * _GB
+    raised: float | None = None
+    basis = f"x{policy.memory_growth:g}"
+    if end.memory_distribution_mb:
+        levels, values = zip(*end.memory_distribution_mb, strict=True)
+        raised = conditional_request(levels, values, current, policy.memory_oom_target)
+        if raised is not None:
+            basis = (
+                f"the predicted distribution given it needed more than {_mb(current)}, "
+                f"covering all but {policy.memory_oom_target:.0%} of such jobs"
+            )
+    wanted = math.ceil((raised or current * policy.memory_growth) / _GB) * _GB
     memory_mb = min(max(wanted, current + 1), limits.max_memory_mb)
     tried.append(memory_mb)
     capped = " (the partition's limit)" if memory_mb == limits.max_memory_mb else ""
@@ -322,7 +352,7 @@ def _more_memory(
         memory_mb=memory_mb,
         walltime_s=plan.option.walltime_s,
         reason=f"job {end.job_id} ran out of memory with {_mb(current)} ({end.reason or 'killed'}"
-        f"); resubmitting segment {index} with {_mb(memory_mb)}{capped}, "
+        f"); resubmitting segment {index} with {_mb(memory_mb)}{capped} ({basis}), "
         f"attempt {ooms} of {policy.max_oom_attempts}",
     )
 

@@ -13,7 +13,7 @@ jobs), the model's p50 (the point with the best expected accuracy; the JSON's
 ``model_estimate`` is the same point and is not repeated in the table) and safe request,
 the safe request capped at the user's request, and last-2 in submit order (the published
 figures' variant, which uses run times not yet known at submit time; shown only to check
-the metric code).
+the metric code). Memory requests have their own benchmark, ``benchmarks/memory.py``.
 """
 
 from __future__ import annotations
@@ -37,12 +37,6 @@ PREDICTORS = [
     ("model_safe", "model safe"),
     ("model_safe_at_request", "safe, capped at request"),
     ("last2_submit_order", "last-2, submit order*"),
-]
-MEMORY = [
-    ("user_request", "user request"),
-    ("last2", "last-2"),
-    ("model_p50", "model p50"),
-    ("model_safe", "model safe"),
 ]
 
 
@@ -86,18 +80,6 @@ def markdown(results: list[dict[str, Any]]) -> str:
             + " | ".join(cells)
             + " |"
         )
-    for r in results:
-        if r.get("memory"):
-            memory = r["memory"]
-            lines += [
-                "",
-                f"Memory per processor, {r['trace'].removesuffix('.swf.gz')} "
-                f"({memory['jobs']} jobs with used and requested memory):",
-                "",
-                "| " + " | ".join(label for _, label in MEMORY) + " |",
-                "|" + "---|" * len(MEMORY),
-                "| " + " | ".join(_cells(memory["predictors"][k]) for k, _ in MEMORY) + " |",
-            ]
     return "\n".join(lines)
 
 

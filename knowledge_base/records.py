@@ -345,6 +345,10 @@ class JobRecord(_Model):
     requested_memory_mb: MemoryMB | None = None
     requested_walltime_s: DurationS | None = None
     used_memory_mb: MemoryMB | None = None
+    used_cpu_s: float | None = Field(
+        default=None, ge=0, description="CPU time used, all cores (SLURM TotalCPU)"
+    )
+    requested_tasks: int | None = Field(default=None, ge=1, description="SLURM NTasks")
     exit_code: int | None = None
     plan_id: str | None = None
     predicted_runtime_s: DurationS | None = None

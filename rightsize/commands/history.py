@@ -1,4 +1,4 @@
-"""``rightsize history-bench``: replay an SWF trace and score run-time predictors on it."""
+"""``rightsize history-bench``: replay an SWF trace and score run-time or memory predictors."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from rightsize.progress import progress
 if TYPE_CHECKING:  # the replay loads xgboost: imported when the command runs
     from tools.estimators.metrics import PredictorScore
     from tools.estimators.replay import BenchResult
+    from tools.estimators.replay_memory import MemoryBenchResult, MemoryPart
 
 __all__ = ["history_bench"]
 
@@ -51,13 +52,60 @@ def _render(result: BenchResult) -> None:
             result.predictors,
         )
     )
-    if result.memory is not None:
-        console.print(
-            _table(f"memory per processor: {result.memory.jobs} jobs", result.memory.predictors)
-        )
     if result.lines_skipped:
         reasons = ", ".join(f"{k} {v}" for k, v in result.skipped_by_reason.items())
         console.print(f"skipped {result.lines_skipped} lines: {reasons}")
+    for note in result.notes:
+        console.print(f"note: {note}")
+
+
+_MEMORY_LABELS = {
+    "user_request": "user request",
+    "last3_max_x1": "last-three-max x1",
+    "last3_max_x1.5": "last-three-max x1.5",
+    "last3_max_x2": "last-three-max x2",
+    "last3_max_tuned": "last-three-max, k tuned knowing the answers",
+    "model": "model request",
+}
+
+
+def _memory_table(title: str, part: MemoryPart) -> Table:
+    table = Table(title=title)
+    for column in ("rule", "k", "jobs", "OOM rate", "waste"):
+        table.add_column(column, justify="left" if column == "rule" else "right")
+    for name, figures in part.predictors.items():
+        table.add_row(
+            _MEMORY_LABELS.get(name, name),
+            "" if figures.factor is None else f"{figures.factor:.2f}",
+            str(figures.jobs),
+            f"{figures.oom_rate:.4f}",
+            f"{figures.waste:.3f}",
+        )
+    return table
+
+
+def _render_memory(result: MemoryBenchResult) -> None:
+    console.print(
+        _memory_table(
+            f"{result.trace}: memory per processor, {result.jobs_scored} jobs with a use of "
+            f"{result.jobs_read} read, target OOM {result.target_oom_rate:.0%}, "
+            f"{result.seconds:.0f} s",
+            result.all_jobs,
+        )
+    )
+    console.print(_memory_table("held out: the later half (submit order)", result.held_out))
+    for part, name in ((result.all_jobs, "all jobs"), (result.held_out, "held out")):
+        if part.model_waste_vs_tuned is not None:
+            console.print(
+                f"{name}: model waste / tuned last-three-max waste = "
+                f"{part.model_waste_vs_tuned:.2f} (at the model's OOM rate)"
+            )
+    console.print(
+        "OOM rate: request < use; waste: sum(max(request - use, 0)) / sum(use). "
+        "Only ended jobs are learned from."
+    )
+    if result.kept_out:
+        console.print("kept out: " + ", ".join(f"{k} {v}" for k, v in result.kept_out.items()))
     for note in result.notes:
         console.print(f"note: {note}")
 
@@ -68,6 +116,14 @@ def history_bench(
     limit: int | None = typer.Option(
         None, "--limit", min=1, help="Replay only the first N jobs of the trace."
     ),
+    target: str = typer.Option(
+        "runtime", "--target", help="What to predict: runtime or memory (per processor)."
+    ),
+    predictions_out: Path | None = typer.Option(
+        None,
+        "--predictions-out",
+        help="With --target memory: write job_id,submit_s,used_kb,request_kb to this CSV.",
+    ),
 ) -> None:
     """Replay a trace in time order; score the user's request, last-2 and the model.
 
@@ -75,7 +131,28 @@ def history_bench(
     under-prediction is the fraction of jobs with p < r. Only jobs with a run time and a
     requested time are scored, and every predictor learns a job's run time only after
     the job has ended.
+
+    With ``--target memory``: the memory request per processor of the user, of
+    last-three-max x k and of the model, as OOM rate and waste (a trace without used
+    memory is an error).
     """
+    if target not in ("runtime", "memory"):
+        fail(
+            InvalidInputError("must be runtime or memory", field="--target", value=target),
+            as_json,
+        )
+    if predictions_out is not None and target != "memory":
+        fail(
+            InvalidInputError(
+                "--predictions-out needs --target memory",
+                field="--predictions-out",
+                value=str(predictions_out),
+            ),
+            as_json,
+        )
+    if target == "memory":
+        _memory_bench(trace, as_json, limit, predictions_out)
+        return
     from tools.estimators.replay import history_bench as run_history_bench
 
     try:
@@ -86,3 +163,18 @@ def history_bench(
     except OSError as error:
         fail(InvalidInputError(f"cannot read the trace: {error}", source=str(trace)), as_json)
     emit(result, as_json, lambda: _render(result))
+
+
+def _memory_bench(
+    trace: Path, as_json: bool, limit: int | None, predictions_out: Path | None
+) -> None:
+    from tools.estimators.replay_memory import memory_bench
+
+    try:
+        with progress(f"replaying {trace.name} (memory)", quiet=as_json):
+            result = memory_bench(trace, limit=limit, predictions_out=predictions_out)
+    except RightsizeError as error:
+        fail(error, as_json)
+    except OSError as error:
+        fail(InvalidInputError(f"cannot read or write: {error}", source=str(trace)), as_json)
+    emit(result, as_json, lambda: _render_memory(result))

@@ -86,5 +86,13 @@ def slurm_command(
             f"{result.already_known} already known ({batches} of up to {result.batch_size})",
             highlight=False,
         )
+        if result.without_max_rss:
+            named = ", ".join(result.without_max_rss_ids)
+            more = result.without_max_rss - len(result.without_max_rss_ids)
+            console.print(
+                f"{result.without_max_rss} finished jobs have no MaxRSS in accounting (kept "
+                f"with no used memory, not zero): {named}{f' and {more} more' if more else ''}",
+                highlight=False,
+            )
 
     emit(result, as_json, render)

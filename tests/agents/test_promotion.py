@@ -390,3 +390,59 @@ async def test_on_a_real_trace_the_history_estimator_beats_its_challenger_and_se
     holdout = jobs[-120:]
     again = log_error(load_runtime_model(serving), holdout)
     assert again == pytest.approx(log_error(loaded, holdout))
+
+
+def test_memory_drift_retrains_like_run_time_drift() -> None:
+    """Run time within bounds, but the memory request left too many live jobs short."""
+    from agents.events import Envelope
+    from agents.promotion import Evaluated, PromotionObservation, Retrain
+    from knowledge_base.records import EstimatorRecord
+
+    incumbent = EstimatorRecord(
+        id="inc", kind="history-runtime", target=RUNTIME_TARGET, validation={"log_error": 0.1}
+    )
+    event = Envelope.of(
+        JobFinished(job=job(1, START, rng=random.Random(1))), source="t", correlation_id="j"
+    )
+    agent = ModelPromotion.__new__(ModelPromotion)
+    agent.policy = PromotionPolicy()
+    agent.trainers = {RUNTIME_TARGET: (fit_loglinear,)}
+
+    def observed(oom: float | None, jobs: int) -> PromotionObservation:
+        return PromotionObservation(
+            event=event,
+            kind="finished",
+            incumbent=incumbent,
+            model=fit_loglinear([job(n, START, rng=random.Random(n)) for n in range(30)]),
+            new_jobs=20,
+            live_jobs=25,
+            live_error=0.11,
+            validation_error=0.1,
+            memory_jobs=jobs,
+            live_oom_rate=oom,
+            metric="log",
+        )
+
+    drifted = agent.decide(observed(0.2, 25))
+    assert [type(a) for a in drifted] == [Retrain, Evaluated]
+    assert isinstance(drifted[0], Retrain) and "memory drift" in drifted[0].reason
+    assert "20.0% of 25 live jobs" in drifted[0].reason
+    for calm in (observed(0.02, 25), observed(0.2, 5), observed(None, 0)):
+        assert not any(isinstance(a, Retrain) for a in agent.decide(calm))
+
+
+def test_the_history_model_reports_its_live_oom_rate() -> None:
+    """A history model trained on jobs with used memory judges its own memory requests."""
+    from agents.promotion import fit_history, memory_oom_rate
+
+    rng = random.Random(3)
+    jobs = []
+    for n in range(260):
+        record = job(n, START + timedelta(minutes=20 * n), rng=rng)
+        used = {"lmp": 2000, "gromacs": 500, "vasp": 8000}[record.application or "lmp"]
+        jobs.append(record.model_copy(update={"user": f"u{n % 3}", "used_memory_mb": used}))
+    model = fit_history(jobs[:200])
+    rate, judged = memory_oom_rate(model, jobs[200:])
+    loglinear_rate = memory_oom_rate(fit_loglinear(jobs[:200]), jobs[200:])
+    assert loglinear_rate == (None, 0)  # no memory model to judge
+    assert judged > 0 and rate is not None and 0 <= rate <= 1

@@ -415,3 +415,33 @@ def test_a_timeout_after_an_extension_grows_from_the_extended_limit() -> None:
         checkpointable=False,
     )
     assert isinstance(outcome, NextJob) and outcome.walltime_s == 240
+
+
+# A job's predicted peak: P(use <= MB). Of the jobs needing more than 2 GB (F = 0.9), 98 %
+# fit in 8 GB: (0.998 - 0.9) / 0.1 = 0.98.
+PEAK = ((0.5, 1024.0), (0.9, 2048.0), (0.95, 3072.0), (0.99, 6144.0), (0.998, 8192.0))
+
+
+def test_after_an_oom_the_raise_comes_from_the_distribution_given_it_needed_more() -> None:
+    plan = with_jobs(make_plan("p", generic_spec(), memory_mb=2048), (0, "1", "running", 60))
+    end = JobEnd(job_id="1", state=JobState.OUT_OF_MEMORY, memory_distribution_mb=PEAK)
+    outcome = on_job_end(plan, end, limits=BATCH, checkpointable=False)
+    assert isinstance(outcome, NextJob) and outcome.kind == "more_memory"
+    assert outcome.memory_mb == 8192  # not 1.5 x 2048 = 3 GB
+    assert "predicted distribution given it needed more than 2.0 GB" in outcome.reason
+
+
+def test_a_looser_oom_target_raises_less() -> None:
+    plan = with_jobs(make_plan("p", generic_spec(), memory_mb=2048), (0, "1", "running", 60))
+    end = JobEnd(job_id="1", state=JobState.OUT_OF_MEMORY, memory_distribution_mb=PEAK)
+    policy = ReschedulePolicy(memory_oom_target=0.55)
+    outcome = on_job_end(plan, end, limits=BATCH, checkpointable=False, policy=policy)
+    assert isinstance(outcome, NextJob) and outcome.memory_mb == 3072
+
+
+def test_a_kill_past_everything_the_distribution_foresaw_falls_back_to_the_factor() -> None:
+    plan = with_jobs(make_plan("p", generic_spec(), memory_mb=9216), (0, "1", "running", 60))
+    end = JobEnd(job_id="1", state=JobState.OUT_OF_MEMORY, memory_distribution_mb=PEAK)
+    outcome = on_job_end(plan, end, limits=BATCH, checkpointable=False)
+    assert isinstance(outcome, NextJob) and outcome.memory_mb == 14336  # 1.5 x 9 GB
+    assert "(x1.5)" in outcome.reason

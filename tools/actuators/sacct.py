@@ -6,7 +6,12 @@ steps used. Rightsize asks in a form every release prints the same way: fixed fi
 a delimiter no job name holds (the unit separator), and times as epoch seconds
 (``SLURM_TIME_FORMAT=%s``), so no time zone is guessed. One job is an allocation row
 (``JobIDRaw`` = ``123``) followed by its steps (``123.batch``, ``123.0``); the steps
-give the peak memory (``MaxRSS``).
+give the peak memory (``MaxRSS``: the largest resident set of any one task of the step,
+the largest over steps kept) and the task layout (``NTasks``: the most tasks of any step);
+``TotalCPU`` (user + system CPU time of every step) comes from the allocation row, else
+the sum of the steps'. A job none of whose steps reported ``MaxRSS`` (accounting not
+gathering, a job killed before the first sample) keeps ``used_memory_mb`` None and
+``max_rss_reported`` False, so an import can name it rather than store a zero.
 
 ``parse_sacct`` is pure and strict: a row that does not parse is an error naming its
 line, field and value, so an import validates everything before it writes anything.
@@ -48,6 +53,8 @@ SACCT_FIELDS = (
     "MaxRSS",
     "Cluster",
     "WorkDir",
+    "TotalCPU",
+    "NTasks",
 )
 DELIMITER = "\x1f"
 SACCT_ENV = {"SLURM_TIME_FORMAT": "%s"}
@@ -88,6 +95,9 @@ class SacctJob:
     used_memory_mb: int | None  # the largest MaxRSS of its steps
     cluster: str | None
     work_dir: str | None
+    used_cpu_s: float | None = None  # TotalCPU
+    tasks: int | None = None  # the most tasks of any step (NTasks)
+    max_rss_reported: bool = False  # some step reported a MaxRSS
 
     def record(self, system: str, state: JobState, *, source: str = "sacct") -> JobRecord:
         """The job as history keeps it (``state``: the native state, OOM told apart)."""
@@ -114,6 +124,8 @@ class SacctJob:
             requested_memory_mb=self.requested_memory_mb,
             requested_walltime_s=self.time_limit_s,
             used_memory_mb=self.used_memory_mb,
+            used_cpu_s=self.used_cpu_s,
+            requested_tasks=self.tasks or None,
             exit_code=self.exit_code,
             source=source,
         )
@@ -159,6 +171,7 @@ def sacct_command(
 def parse_sacct(text: str, *, source: str = "sacct") -> list[SacctJob]:
     """Jobs from ``sacct_command``'s output, in the order listed; steps fold into their job."""
     jobs: dict[str, SacctJob] = {}
+    with_total: set[str] = set()  # jobs whose allocation row gave TotalCPU
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -184,12 +197,23 @@ def parse_sacct(text: str, *, source: str = "sacct") -> list[SacctJob]:
         where = f"line {number}"
         if step is None:
             jobs[job_id] = _allocation(job_id, row, where, source)
+            if jobs[job_id].used_cpu_s is not None:
+                with_total.add(job_id)
             continue
         used = _memory_mb(row["MaxRSS"], where, "MaxRSS", source)
         owner = jobs.get(job_id)
-        if owner is not None and used is not None:
+        if owner is None:
+            continue
+        tasks = _int(row["NTasks"], where, "NTasks", source)
+        if tasks is not None:
+            owner = replace(owner, tasks=max(tasks, owner.tasks or 0))
+        if used is not None:
             peak = max(used, owner.used_memory_mb or 0)
-            jobs[job_id] = replace(owner, used_memory_mb=peak)
+            owner = replace(owner, used_memory_mb=peak, max_rss_reported=True)
+        cpu = _cpu_s(row["TotalCPU"], where, source)
+        if cpu is not None and owner.job_id not in with_total:
+            owner = replace(owner, used_cpu_s=(owner.used_cpu_s or 0.0) + cpu)
+        jobs[job_id] = owner
     return list(jobs.values())
 
 
@@ -218,6 +242,8 @@ def _allocation(job_id: str, row: dict[str, str], where: str, source: str) -> Sa
         used_memory_mb=None,
         cluster=row["Cluster"] or None,
         work_dir=row["WorkDir"] or None,
+        used_cpu_s=_cpu_s(row["TotalCPU"], where, source),
+        tasks=_int(row["NTasks"], where, "NTasks", source),
     )
 
 
@@ -274,3 +300,17 @@ def _memory_mb(
     if found.group(3).lower() == "c" and cpus:
         mb *= cpus / max(nodes or 1, 1)
     return max(1, round(mb))
+
+
+_CPU_TIME = re.compile(r"^(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
+
+
+def _cpu_s(value: str, where: str, source: str) -> float | None:
+    """Seconds from sacct's ``TotalCPU`` ([DD-[HH:]]MM:SS[.mmm]); None where empty."""
+    if value in ("", "INVALID"):
+        return None
+    found = _CPU_TIME.match(value)
+    if found is None:
+        raise _bad(where, "TotalCPU", value, source, "is not [DD-[HH:]]MM:SS[.mmm]")
+    days, hours, minutes, seconds = found.groups()
+    return int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)

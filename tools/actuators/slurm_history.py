@@ -4,7 +4,10 @@
 (all of them when None), validates every row before it writes anything (a malformed
 row is an error naming its line, field and value, and nothing is written), then writes
 the finished jobs in batches, each batch one transaction that inserts only the jobs the
-knowledge base does not know (``KnowledgeBase.add_new_jobs``). A second import of the
+knowledge base does not know (``KnowledgeBase.add_new_jobs``). Each job keeps its peak
+memory (``MaxRSS``), request (``ReqMem``), CPU time (``TotalCPU``) and task layout
+(nodes, CPUs, ``NTasks``); a finished job whose accounting has no ``MaxRSS`` is stored
+with no used memory (never a zero) and named in ``without_max_rss``. A second import of the
 same past adds nothing; an import stopped half-way leaves whole batches, and running it
 again adds the rest. The estimator chain (``tools.planning.chain``) sees the knowledge
 base's job count move and retrains the history estimator on what was imported.
@@ -27,6 +30,7 @@ from tools.actuators.slurm_commands import SlurmCommands
 
 __all__ = ["HistoryImport", "import_slurm_history"]
 
+_NAMED = 20
 _ENDED = frozenset(
     {
         JobState.COMPLETED,
@@ -53,6 +57,12 @@ class HistoryImport(BaseModel):
     already_known: int = Field(description="Known already (an earlier import, the monitor)")
     batches: int
     batch_size: int
+    without_max_rss: int = Field(
+        default=0, description="Finished jobs whose accounting reported no MaxRSS"
+    )
+    without_max_rss_ids: list[str] = Field(
+        default_factory=list, description=f"The first {_NAMED} of them"
+    )
 
 
 async def import_slurm_history(
@@ -88,6 +98,7 @@ async def import_slurm_history(
         state = await asyncio.to_thread(slurm_state, job.native_state, job.signal, output)
         if state in _ENDED and job.end_time is not None:
             records.append(job.record(system, state, source="slurm sacct"))
+    missing = [r.job_id for r in records if r.used_memory_mb is None]
     added = batches = 0
     for start in range(0, len(records), batch_size):
         added += await kb.add_new_jobs(records[start : start + batch_size])
@@ -103,4 +114,6 @@ async def import_slurm_history(
         already_known=len(records) - added,
         batches=batches,
         batch_size=batch_size,
+        without_max_rss=len(missing),
+        without_max_rss_ids=missing[:_NAMED],
     )

@@ -2,7 +2,8 @@
 
 ``HistoryEstimator`` is the online run-time (and memory) estimator for generic jobs:
 ``submit(job)`` and ``observe(finished job)`` in time order, ``predict(job)`` for what-ifs.
-``replay``/``history_bench`` run it and the classic baselines over a whole trace.
+``replay``/``history_bench`` run it and the classic baselines over a whole trace;
+``memory_bench`` does the same for memory requests.
 
 The package imports nothing itself: each name loads its submodule on first use, so
 ``import tools.estimators.dnn`` (planning a DNN) never loads XGBoost through ``history``.
@@ -31,12 +32,12 @@ if TYPE_CHECKING:
     from tools.estimators.metrics import PredictorScore, score
     from tools.estimators.replay import (
         BenchResult,
-        MemoryBench,
         ReplayResult,
         history_bench,
         history_job_from_swf,
         replay,
     )
+    from tools.estimators.replay_memory import MemoryBenchResult, memory_bench
 
 _HOMES = {
     "baselines": ("LastTwo", "user_request"),
@@ -53,12 +54,12 @@ _HOMES = {
     "metrics": ("PredictorScore", "score"),
     "replay": (
         "BenchResult",
-        "MemoryBench",
         "ReplayResult",
         "history_bench",
         "history_job_from_swf",
         "replay",
     ),
+    "replay_memory": ("MemoryBenchResult", "memory_bench"),
 }
 _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -98,7 +99,7 @@ __all__ = [
     "HistoryJob",
     "HistoryPrediction",
     "LastTwo",
-    "MemoryBench",
+    "MemoryBenchResult",
     "PredictionBatch",
     "PredictorScore",
     "QuantileModel",
@@ -106,6 +107,7 @@ __all__ = [
     "history_bench",
     "history_job_from_swf",
     "hit_limit",
+    "memory_bench",
     "predict_rows",
     "replay",
     "score",

@@ -8,7 +8,8 @@ are predicted in one batch when it is replaced: the same numbers as predicting o
 one, in a fraction of the time.
 
 Scored jobs are those with a run time > 0 and a requested time > 0 (the user's request
-must exist to be a predictor); memory is scored on jobs with used and requested memory.
+must exist to be a predictor). Memory has a replay of its own
+(:mod:`tools.estimators.replay_memory`, ``history-bench --target memory``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from tools.traces.swf import SWFHeader, SWFJob, SWFReader
 
 __all__ = [
     "BenchResult",
-    "MemoryBench",
     "ReplayResult",
     "history_bench",
     "history_job_from_swf",
@@ -93,7 +93,6 @@ class ReplayResult:
     last2_s: FloatArray
     last2_submit_order_s: FloatArray
     model: PredictionBatch
-    memory_last2_kb_per_proc: FloatArray
     memory_enabled: bool
     retrains: int  # new trees
     recalibrations: int  # the same trees with the safe weight re-chosen
@@ -128,12 +127,10 @@ def replay(jobs: Iterable[HistoryJob], config: HistoryConfig | None = None) -> R
     n = len(ordered)
     estimator = HistoryEstimator(config)
     last2 = LastTwo()
-    memory_last2 = LastTwo("memory")
     out = {name: np.full(n, np.nan) for name in ("estimate", "p50", "safe", "mem_p50", "mem_safe")}
     requested = np.full(n, np.nan)
     easy = np.full(n, np.nan)
     easy_submit_order = np.full(n, np.nan)
-    memory_easy = np.full(n, np.nan)
     # The published last-2 figures take a user's previous two *submitted* jobs, whose run
     # times may still be unknown at submit time; kept only to reproduce those figures.
     submitted_runs: dict[str, deque[float]] = {}
@@ -148,7 +145,6 @@ def replay(jobs: Iterable[HistoryJob], config: HistoryConfig | None = None) -> R
             _, _, done = heapq.heappop(ending)
             estimator.observe(done)
             last2.observe(done)
-            memory_last2.observe(done)
             current = estimator.model
             if current is not batch_model:
                 _flush(batch_model, rows, indices, out)
@@ -163,7 +159,6 @@ def replay(jobs: Iterable[HistoryJob], config: HistoryConfig | None = None) -> R
                 batch_model = current
         requested[index] = _or_nan(user_request(job))
         easy[index] = _or_nan(last2.predict(job))
-        memory_easy[index] = _or_nan(memory_last2.predict(job))
         if job.user is not None:
             previous = submitted_runs.get(job.user)
             if previous is not None and len(previous) == 2 and job.requested_time_s:
@@ -188,20 +183,10 @@ def replay(jobs: Iterable[HistoryJob], config: HistoryConfig | None = None) -> R
         model=PredictionBatch(
             out["estimate"], out["p50"], out["safe"], out["mem_p50"], out["mem_safe"]
         ),
-        memory_last2_kb_per_proc=memory_easy,
         memory_enabled=estimator.memory_enabled,
         retrains=retrains,
         recalibrations=recalibrations,
     )
-
-
-class MemoryBench(BaseModel):
-    """Memory per processor, scored on jobs with both used and requested memory."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    jobs: int = Field(ge=0)
-    predictors: dict[str, PredictorScore]
 
 
 class BenchResult(BaseModel):
@@ -213,7 +198,6 @@ class BenchResult(BaseModel):
     jobs: int = Field(ge=0, description="Jobs scored: run time > 0 and a requested time")
     seconds: float = Field(ge=0, description="Wall time: read, replay, score")
     predictors: dict[str, PredictorScore]
-    memory: MemoryBench | None = None
     jobs_read: int = Field(ge=0)
     lines_skipped: int = Field(ge=0)
     skipped_by_reason: dict[str, int] = Field(default_factory=dict)
@@ -268,29 +252,11 @@ def history_bench(
         notes.append("no job has both a run time > 0 and a requested time: nothing scored")
     if not any(job.user for job in result.jobs):
         notes.append("the trace has no user ids: per-user history (and last-2) cannot help")
-    memory = None
-    if result.memory_enabled:
-        used = _column(result.jobs, "used_memory_kb_per_proc")
-        asked = _column(result.jobs, "requested_memory_kb_per_proc")
-        has = (used > 0) & (asked > 0)
-        if has.any():
-            memory = MemoryBench(
-                jobs=int(has.sum()),
-                predictors={
-                    "user_request": score(asked[has], used[has]),
-                    "last2": score(
-                        np.maximum(result.memory_last2_kb_per_proc[has], 1.0), used[has]
-                    ),
-                    "model_p50": score(result.model.memory_p50_kb_per_proc[has], used[has]),
-                    "model_safe": score(result.model.memory_safe_kb_per_proc[has], used[has]),
-                },
-            )
     return BenchResult(
         trace=Path(path).name,
         jobs=int(scored.sum()),
         seconds=round(time.perf_counter() - started, 3),
         predictors=predictors,
-        memory=memory,
         jobs_read=len(swf_jobs),
         lines_skipped=report.skipped,
         skipped_by_reason={str(reason): count for reason, count in report.by_reason.items()},

@@ -203,8 +203,15 @@ class HistoryRuntimeEstimator:
             per_node = candidate.cores_per_node / 1024
             mem_point = (prediction.memory_p50_kb_per_proc or 0.0) * per_node
             mem_high = max(prediction.memory_safe_kb_per_proc * per_node, mem_point)
+            # The model's request is calibrated on jobs it never saw for the center's OOM
+            # rate; the fallback (the user's last use, else the request) is not.
+            calibrated = prediction.memory_source == "model"
             memory = Interval(
-                point=mem_point, low=mem_point * 0.5, high=mem_high, coverage_basis="assumed"
+                point=mem_point,
+                low=0.0 if calibrated else mem_point * 0.5,
+                high=mem_high,
+                coverage=1.0 - self.history.config.target_oom_rate if calibrated else 0.8,
+                coverage_basis="held_out" if calibrated else "assumed",
             )
         else:
             memory = _memory(workload, candidate)

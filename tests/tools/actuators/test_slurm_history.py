@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from knowledge_base.errors import InvalidInputError
-from knowledge_base.records import JobState
+from knowledge_base.records import JobRecord, JobState
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from knowledge_base.store import JobQuery
 from tests.conftest import REPO
@@ -228,6 +228,52 @@ async def test_real_accounting_is_imported_once_and_read_by_the_executor(
 
 
 @pytest.mark.slurm
+async def test_real_jobs_that_hold_known_memory_are_imported_with_their_peaks(
+    slurm_accounting: dict[str, str], tmp_path: Path, sqlite_kb: SQLiteKnowledgeBase
+) -> None:
+    """Jobs touch 150 MB and 400 MB and hold them past two accounting samples (every 5 s,
+    start.sh's JobAcctGatherFrequency); the import keeps each peak, its CPU time and tasks."""
+    tmp_path.chmod(0o777)
+    name = f"mem-{os.getpid()}-{time.monotonic_ns()}"
+    hold = (
+        "import sys, time; b = bytearray(int(sys.argv[1]) * 2**20); "
+        "[b.__setitem__(i, 1) for i in range(0, len(b), 4096)]; time.sleep(12)"
+    )
+    wanted_mb = {}
+    since = datetime.now(UTC) - timedelta(minutes=5)
+    for mb in (150, 400):
+        done = subprocess.run(
+            ["sbatch", "--parsable", "-p", "debug", "-t", "1", "--mem=800M", "-J", name,
+             f"--chdir={tmp_path}", "--wrap", f"{sys.executable} -c '{hold}' {mb}"],
+            capture_output=True, text=True, env=slurm_accounting, check=True,
+        )  # fmt: skip
+        wanted_mb[done.stdout.strip().split(";")[0]] = mb
+    stored: dict[str, JobRecord] = {}
+    # Until both ended and accounting has their steps; bounded at 5 min (they may queue
+    # behind other lanes' jobs on the shared node).
+    for _ in range(300):
+        await import_slurm_history(sqlite_kb, SlurmCommands(), system="local", since=since)
+        stored = {
+            j.job_id: j
+            for j in await sqlite_kb.query_jobs(JobQuery(system="local", limit=100_000))
+            if j.job_id in wanted_mb
+        }
+        if len(stored) == 2:
+            break
+        await asyncio.sleep(1.0)
+    assert len(stored) == 2, f"accounting never listed both jobs {sorted(wanted_mb)}"
+    for job_id, mb in wanted_mb.items():
+        record = stored[job_id]
+        assert record.state is JobState.COMPLETED
+        peak = record.used_memory_mb
+        # The bytearray, plus the interpreter (about 10-30 MB), never the whole 800 MB asked.
+        assert peak is not None and mb <= peak < mb + 120, (job_id, mb, peak)
+        assert record.requested_memory_mb == 800
+        assert record.used_cpu_s is not None
+        assert record.requested_tasks == 1
+
+
+@pytest.mark.slurm
 async def test_the_cli_imports_slurm_history_as_json(
     slurm_accounting: dict[str, str], tmp_path: Path
 ) -> None:
@@ -262,3 +308,43 @@ async def _history_ids_in(path: Path) -> set[str]:
         return await _history_ids(kb)
     finally:
         await kb.close()
+
+
+def test_total_cpu_and_tasks_are_kept_and_a_job_without_max_rss_is_not_a_zero() -> None:
+    text = "\n".join(
+        [
+            _row("5", JobName="mpi", State="COMPLETED", Submit=100, Start=160, End=760,
+                 ExitCode="0:0", NNodes=2, NCPUS=8, ReqMem="2G", TotalCPU="1-01:02:03.5"),
+            _row("5.batch", State="COMPLETED", MaxRSS="100M", NTasks=1, TotalCPU="00:01.000"),
+            _row("5.0", State="COMPLETED", MaxRSS="700M", NTasks=8, TotalCPU="02:03"),
+            _row("6", JobName="quiet", State="COMPLETED", Submit=100, Start=160, End=200,
+                 ExitCode="0:0", NNodes=1, NCPUS=1),
+            _row("6.batch", State="COMPLETED", TotalCPU="00:30.5", NTasks=1),
+        ]
+    )  # fmt: skip
+    five, six = parse_sacct(text)
+    record = five.record("local", JobState.COMPLETED)
+    assert record.used_memory_mb == 700 and five.max_rss_reported
+    assert record.used_cpu_s == pytest.approx(86400 + 3723.5)  # the allocation row's total
+    assert (record.requested_tasks, record.requested_nodes, record.requested_cores) == (8, 2, 8)
+    quiet = six.record("local", JobState.COMPLETED)
+    assert quiet.used_memory_mb is None and not six.max_rss_reported
+    assert quiet.used_cpu_s == pytest.approx(30.5)  # no total on the allocation: the steps'
+
+
+def test_a_malformed_total_cpu_names_its_line_and_field() -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        parse_sacct("\n".join([_job(1)[0], _row("1.batch", TotalCPU="ten minutes")]))
+    assert caught.value.field == "line 2.TotalCPU"
+
+
+async def test_an_import_names_the_finished_jobs_without_max_rss(
+    tmp_path: Path, sqlite_kb: SQLiteKnowledgeBase
+) -> None:
+    rows = [*_job(1), _job(2)[0], *_job(3)]  # job 2 has no step, so no MaxRSS
+    commands = _fake_sacct(tmp_path, "\n".join(rows) + "\n")
+    result = await import_slurm_history(sqlite_kb, commands, system="local")
+    assert (result.finished, result.without_max_rss, result.without_max_rss_ids) == (3, 1, ["2"])
+    stored = {j.job_id: j for j in await sqlite_kb.query_jobs(JobQuery(system="local"))}
+    assert stored["2"].used_memory_mb is None
+    assert stored["1"].used_memory_mb == 1500
