@@ -128,7 +128,7 @@ def time_zoo_steps(
 def _rows(model: oc.OpCostModel, steps: Sequence[oc.StepItem]) -> list[oc.Row]:
     out: list[oc.Row] = []
     for s in steps:
-        compute, other = oc._opsum(model.booster, s.x, s.counts, s.threads)
+        compute, other = oc._opsum(model.booster, s.x, s.counts, s.threads, model.op_target)
         operators = oc.eager_operators(float(np.sum(s.counts)), s.rnn_ops, s.rnn_calls)
         update = oc._update_s(model.updates, s.optimizer, s.threads, s.parameters)
         out.append((compute, other, operators, update, float(s.rnn_ops), s.measured_s))

@@ -49,6 +49,7 @@ from numpy.typing import NDArray
 from scipy.optimize import least_squares, nnls
 
 from knowledge_base.errors import InvalidInputError
+from tools.estimators.dnn.coverage import timed_domain
 from tools.estimators.dnn.dataset import NODE_FEATURES
 from tools.profiling.opgraph import CATEGORIES, GEOMETRY_FIELDS, GEOMETRY_VERSION
 
@@ -215,6 +216,39 @@ def _with_threads(x: NDArray[np.float64], threads: int) -> NDArray[np.float64]:
     return np.hstack([x, np.full((x.shape[0], 1), float(threads))])
 
 
+# The booster's target. "seconds": log seconds of one operator (trees cannot go past the
+# largest operator they saw: a 10k-word output projection 100x the zoo's largest matrix
+# product came out at its time). "work": log(seconds / work_s), work_s a fixed roofline
+# of the operator's FLOPs and bytes (``WORK_FLOPS_PER_S``, ``WORK_BYTES_PER_S``, plus
+# ``WORK_FLOOR_S``); trees then learn an efficiency, which past the data stays the
+# boundary's, so time grows with the work (batch, vocabulary, sequence) as it does.
+OP_TARGETS = ("seconds", "work")
+WORK_FLOPS_PER_S = 1e10
+WORK_BYTES_PER_S = 1e10
+WORK_FLOOR_S = 2e-6
+
+
+def work_s(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The reference seconds of operators given by their feature rows (``NODE_FEATURES``
+    first): FLOPs at ``WORK_FLOPS_PER_S`` plus bytes in and out at ``WORK_BYTES_PER_S``."""
+    flops = np.expm1(x[:, _FLOPS_COLUMN] * _LOG_SCALE)
+    moved = np.expm1(x[:, _FLOPS_COLUMN + 1] * _LOG_SCALE) + np.expm1(
+        x[:, _FLOPS_COLUMN + 2] * _LOG_SCALE
+    )
+    return np.asarray(
+        flops / WORK_FLOPS_PER_S + moved / WORK_BYTES_PER_S + WORK_FLOOR_S, dtype=np.float64
+    )
+
+
+def op_seconds(
+    booster: xgb.Booster, x: NDArray[np.float64], threads: int, target: str = "seconds"
+) -> NDArray[np.float64]:
+    """Predicted seconds of one call of each operator row (the booster fitted on ``target``)."""
+    pred = booster.inplace_predict(_with_threads(x, threads).astype(np.float32))
+    seconds = np.exp(np.asarray(pred, dtype=np.float64))
+    return seconds * work_s(x) if target == "work" else seconds
+
+
 @dataclass(frozen=True, slots=True)
 class StepItem:
     """One measured step (a zoo item, or a probe's): its operators and what it took."""
@@ -297,6 +331,7 @@ def _op_training(
     items: Sequence[Mapping[str, Any]],
     exclude: set[str],
     geometry: Mapping[str, Mapping[str, Any]] | None = None,
+    target: str = "seconds",
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     xs, ys, ws = [], [], []
     for item in items:
@@ -305,7 +340,7 @@ def _op_training(
         x, counts = node_rows(item["ops"], item_geometry(geometry, item))
         times = np.array([max(float(o[8]), 1e-7) for o in item["ops"]])
         xs.append(_with_threads(x, int(item["threads"])))
-        ys.append(np.log(times))
+        ys.append(np.log(times / work_s(x)) if target == "work" else np.log(times))
         ws.append(counts)
     return np.vstack(xs), np.concatenate(ys), np.concatenate(ws)
 
@@ -315,8 +350,9 @@ def _fit_ops(
     exclude: set[str],
     rounds: int = OP_ROUNDS,
     geometry: Mapping[str, Mapping[str, Any]] | None = None,
+    target: str = "seconds",
 ) -> xgb.Booster:
-    x, y, w = _op_training(items, exclude, geometry)
+    x, y, w = _op_training(items, exclude, geometry, target)
     data = xgb.DMatrix(x, label=y, weight=w)
     return xgb.train(OP_PARAMS, data, num_boost_round=rounds)
 
@@ -352,11 +388,14 @@ def _update_s(
 
 
 def _opsum(
-    booster: xgb.Booster, x: NDArray[np.float64], counts: NDArray[np.float64], threads: int
+    booster: xgb.Booster,
+    x: NDArray[np.float64],
+    counts: NDArray[np.float64],
+    threads: int,
+    target: str = "seconds",
 ) -> tuple[float, float]:
     """Estimated seconds of the compute operators and of the others."""
-    pred = booster.inplace_predict(_with_threads(x, threads).astype(np.float32))
-    seconds = counts * np.exp(np.asarray(pred, dtype=np.float64))
+    seconds = counts * op_seconds(booster, x, threads, target)
     compute = x[:, _COMPUTE_COLUMNS].sum(axis=1) > 0
     return float(np.sum(seconds[compute])), float(np.sum(seconds[~compute]))
 
@@ -429,6 +468,11 @@ class OpCostModel:
         return int(self.meta.get("feature_version", 1))
 
     @property
+    def op_target(self) -> str:
+        """``OP_TARGETS``: what the booster predicts (a file without it: "seconds")."""
+        return str(self.meta.get("op_target", "seconds"))
+
+    @property
     def needs_geometry(self) -> bool:
         return self.feature_version >= 2
 
@@ -469,7 +513,7 @@ class OpCostModel:
                 )
             x = np.hstack([x, geometry_columns(x, geometry)])
         weights = np.ones(x.shape[0]) if counts is None else counts
-        compute, other = _opsum(self.booster, x, weights, threads)
+        compute, other = _opsum(self.booster, x, weights, threads, self.op_target)
         update = _update_s(self.updates, optimizer, threads, parameters)
         coef = self.step[f"t{threads}"]
         total = float(np.sum(weights))
@@ -561,6 +605,7 @@ def fit_opcost(
     step_loss: str = "relative",
     geometry: Mapping[str, Mapping[str, Any]] | None = None,
     step_constant: bool = False,
+    op_target: str = "seconds",
 ) -> OpCostModel:
     """Fit the model on an ``opsweep`` file's items, validated by leaving groups out.
 
@@ -579,15 +624,17 @@ def fit_opcost(
     present = [tuple(g) for g in groups if any(s.family in g for s in steps)]
     # 1. out-of-group operator sums: each group's steps from a booster that never saw it
     opsums: list[tuple[float, float]] = [(0.0, 0.0)] * len(steps)
-    full = _fit_ops(items, set(), rounds, geometry)
+    if op_target not in OP_TARGETS:
+        raise InvalidInputError(f"one of {OP_TARGETS}", field="op_target", value=op_target)
+    full = _fit_ops(items, set(), rounds, geometry, op_target)
     for i, s in enumerate(steps):
         if s.probe:
-            opsums[i] = _opsum(full, s.x, s.counts, s.threads)
+            opsums[i] = _opsum(full, s.x, s.counts, s.threads, op_target)
     for group in present:
-        booster = _fit_ops(items, set(group), rounds, geometry)
+        booster = _fit_ops(items, set(group), rounds, geometry, op_target)
         for i, s in enumerate(steps):
             if s.family in group:
-                opsums[i] = _opsum(booster, s.x, s.counts, s.threads)
+                opsums[i] = _opsum(booster, s.x, s.counts, s.threads, op_target)
 
     def rows(selected: Sequence[int]) -> list[Row]:
         return [
@@ -620,7 +667,7 @@ def fit_opcost(
     probe_held: list[tuple[int, float]] = []
     unfitted: set[str] = set()
     for family in sorted({s.family for s in steps if s.probe}):
-        booster = _fit_ops(items, {family}, rounds, geometry)
+        booster = _fit_ops(items, {family}, rounds, geometry, op_target)
         for t in thread_counts:
             train = [i for i, s in enumerate(steps) if s.threads == t and s.family != family]
             test = [i for i, s in enumerate(steps) if s.threads == t and s.family == family]
@@ -632,7 +679,7 @@ def fit_opcost(
             if any(steps[i].rnn_ops for i in test) and not any(steps[i].rnn_ops for i in train):
                 unfitted.add(family)
             for i, (_, _, n, u, k, _) in zip(test, rows(test), strict=True):
-                cs, os_ = _opsum(booster, steps[i].x, steps[i].counts, steps[i].threads)
+                cs, os_ = _opsum(booster, steps[i].x, steps[i].counts, steps[i].threads, op_target)
                 probe_held.append((i, _apply(coef, cs, os_, n, u, k)))
     calibration = held + (
         [(i, p50) for i, p50 in probe_held if steps[i].family not in unfitted]
@@ -720,6 +767,8 @@ def fit_opcost(
         "operator_rows": int(x.shape[0]),
         "feature_version": version,
         "features": list(FEATURE_SETS[version]),
+        "op_target": op_target,
+        "timed_domain": timed_domain(items),
         **({"geometry_version": GEOMETRY_VERSION} if version >= 2 else {}),
         "provenance": dict(provenance or {}),
     }
