@@ -109,7 +109,8 @@ def _shares(weights: np.ndarray, classes: np.ndarray) -> dict[str, float]:
 def pricing_coverage(data: GraphData, domain: Mapping[str, Any] | None) -> Coverage | None:
     """How ``data``'s operators were priced against ``domain`` (``timed_domain``); None
     without a domain or without the graph's operator names."""
-    if not domain or data.ops is None or len(data.ops) != data.x.shape[0]:
+    names = data.ops
+    if not domain or names is None or len(names) != data.x.shape[0]:
         return None
     offset = len(CATEGORIES)
     x = data.x.astype(np.float64)
@@ -120,8 +121,8 @@ def pricing_coverage(data: GraphData, domain: Mapping[str, Any] | None) -> Cover
     category = [CATEGORIES[int(i)] for i in np.argmax(x[:, :offset], axis=1)]
     timed_ops: Mapping[str, Sequence[float]] = domain.get("ops", {})
     timed_categories = set(domain.get("categories", ())) - {"other"}
-    classes = np.empty(len(data.ops), dtype=object)
-    for i, name in enumerate(data.ops):
+    classes = np.array(["none"] * len(names), dtype="<U8")
+    for i, name in enumerate(names):
         bound = timed_ops.get(name)
         if bound is not None:
             within = log_flops[i] <= bound[0] + _SLACK and log_moved[i] <= bound[1] + _SLACK
@@ -133,7 +134,7 @@ def pricing_coverage(data: GraphData, domain: Mapping[str, Any] | None) -> Cover
 
     def ranked(cls: str) -> tuple[str, ...]:
         work: dict[str, float] = {}
-        for i, name in enumerate(data.ops):
+        for i, name in enumerate(names):
             if classes[i] == cls:
                 work[name] = work.get(name, 0.0) + float(flops[i] / 1e10 + moved[i] / 1e10)
         return tuple(sorted(work, key=lambda k: -work[k]))

@@ -51,6 +51,18 @@ from scipy.optimize import least_squares, nnls
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.dnn.coverage import timed_domain
 from tools.estimators.dnn.dataset import NODE_FEATURES
+from tools.estimators.dnn.opboost import (
+    _FLOPS_COLUMN,
+    _LOG_SCALE,
+    OP_TARGETS,
+    WORK_BOOSTER_FILE,
+    Booster,
+    HybridBooster,
+    category_bounds,
+    op_seconds,
+    with_threads,
+    work_s,
+)
 from tools.profiling.opgraph import CATEGORIES, GEOMETRY_FIELDS, GEOMETRY_VERSION
 
 __all__ = [
@@ -58,11 +70,13 @@ __all__ = [
     "FEATURE_SETS",
     "GEOMETRY_COLUMNS",
     "OPCOST_ID_PREFIX",
+    "OP_TARGETS",
     "OpCostModel",
     "StepItem",
     "default_model_dir",
     "fit_opcost",
     "node_rows",
+    "op_seconds",
     "step_items",
 ]
 
@@ -70,7 +84,6 @@ COMPUTE_CATEGORIES = frozenset({"conv", "matmul", "attention", "rnn"})
 _COMPUTE_COLUMNS = [CATEGORIES.index(c) for c in sorted(COMPUTE_CATEGORIES)]
 
 OPCOST_ID_PREFIX = "cpu-opcost"
-_LOG_SCALE = 20.0  # as dataset.graph_data scales log1p of FLOPs and bytes
 FAMILY_GROUPS: tuple[tuple[str, ...], ...] = (
     ("resnet", "resnet_bottleneck"),
     ("transformer", "vit"),
@@ -114,7 +127,6 @@ FEATURE_SETS: dict[int, tuple[str, ...]] = {
     1: (*NODE_FEATURES, "threads"),
     2: (*NODE_FEATURES, *GEOMETRY_COLUMNS, "threads"),
 }
-_FLOPS_COLUMN = len(CATEGORIES) + 1  # log_flops, then log input and output bytes
 
 
 def geometry_columns(
@@ -212,43 +224,6 @@ def item_geometry(
     return rows
 
 
-def _with_threads(x: NDArray[np.float64], threads: int) -> NDArray[np.float64]:
-    return np.hstack([x, np.full((x.shape[0], 1), float(threads))])
-
-
-# The booster's target. "seconds": log seconds of one operator (trees cannot go past the
-# largest operator they saw: a 10k-word output projection 100x the zoo's largest matrix
-# product came out at its time). "work": log(seconds / work_s), work_s a fixed roofline
-# of the operator's FLOPs and bytes (``WORK_FLOPS_PER_S``, ``WORK_BYTES_PER_S``, plus
-# ``WORK_FLOOR_S``); trees then learn an efficiency, which past the data stays the
-# boundary's, so time grows with the work (batch, vocabulary, sequence) as it does.
-OP_TARGETS = ("seconds", "work")
-WORK_FLOPS_PER_S = 1e10
-WORK_BYTES_PER_S = 1e10
-WORK_FLOOR_S = 2e-6
-
-
-def work_s(x: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The reference seconds of operators given by their feature rows (``NODE_FEATURES``
-    first): FLOPs at ``WORK_FLOPS_PER_S`` plus bytes in and out at ``WORK_BYTES_PER_S``."""
-    flops = np.expm1(x[:, _FLOPS_COLUMN] * _LOG_SCALE)
-    moved = np.expm1(x[:, _FLOPS_COLUMN + 1] * _LOG_SCALE) + np.expm1(
-        x[:, _FLOPS_COLUMN + 2] * _LOG_SCALE
-    )
-    return np.asarray(
-        flops / WORK_FLOPS_PER_S + moved / WORK_BYTES_PER_S + WORK_FLOOR_S, dtype=np.float64
-    )
-
-
-def op_seconds(
-    booster: xgb.Booster, x: NDArray[np.float64], threads: int, target: str = "seconds"
-) -> NDArray[np.float64]:
-    """Predicted seconds of one call of each operator row (the booster fitted on ``target``)."""
-    pred = booster.inplace_predict(_with_threads(x, threads).astype(np.float32))
-    seconds = np.exp(np.asarray(pred, dtype=np.float64))
-    return seconds * work_s(x) if target == "work" else seconds
-
-
 @dataclass(frozen=True, slots=True)
 class StepItem:
     """One measured step (a zoo item, or a probe's): its operators and what it took."""
@@ -339,7 +314,7 @@ def _op_training(
             continue
         x, counts = node_rows(item["ops"], item_geometry(geometry, item))
         times = np.array([max(float(o[8]), 1e-7) for o in item["ops"]])
-        xs.append(_with_threads(x, int(item["threads"])))
+        xs.append(with_threads(x, int(item["threads"])))
         ys.append(np.log(times / work_s(x)) if target == "work" else np.log(times))
         ws.append(counts)
     return np.vstack(xs), np.concatenate(ys), np.concatenate(ws)
@@ -351,7 +326,14 @@ def _fit_ops(
     rounds: int = OP_ROUNDS,
     geometry: Mapping[str, Mapping[str, Any]] | None = None,
     target: str = "seconds",
-) -> xgb.Booster:
+) -> Booster:
+    if target == "hybrid":
+        x, _, _ = _op_training(items, exclude, geometry)
+        return HybridBooster(
+            seconds=_fit_ops(items, exclude, rounds, geometry, "seconds"),  # type: ignore[arg-type]
+            work=_fit_ops(items, exclude, rounds, geometry, "work"),  # type: ignore[arg-type]
+            bounds=category_bounds(x),
+        )
     x, y, w = _op_training(items, exclude, geometry, target)
     data = xgb.DMatrix(x, label=y, weight=w)
     return xgb.train(OP_PARAMS, data, num_boost_round=rounds)
@@ -388,7 +370,7 @@ def _update_s(
 
 
 def _opsum(
-    booster: xgb.Booster,
+    booster: Booster,
     x: NDArray[np.float64],
     counts: NDArray[np.float64],
     threads: int,
@@ -446,7 +428,7 @@ def _apply(
 class OpCostModel:
     """The operator booster, step coefficients, update lines, calibration, validation."""
 
-    booster: xgb.Booster
+    booster: Booster
     step: dict[str, list[float]]  # "t1" / "t2" -> [a, o, b, c]
     updates: dict[str, list[float]]
     log_q10: float
@@ -523,9 +505,18 @@ class OpCostModel:
 
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self.booster.save_model(str(folder / "opcost.ubj"))
+        boosters: list[xgb.Booster]
+        if isinstance(self.booster, HybridBooster):
+            boosters = [self.booster.seconds, self.booster.work]
+            self.meta["op_bounds"] = self.booster.bounds
+        else:
+            boosters = [self.booster]
+        content = b""
+        for booster, name in zip(boosters, ("opcost.ubj", WORK_BOOSTER_FILE), strict=False):
+            booster.save_model(str(folder / name))
+            content += (folder / name).read_bytes()
         fitted = json.dumps([self.step, self.updates, self.log_q10, self.log_q90])
-        content = (folder / "opcost.ubj").read_bytes() + fitted.encode()
+        content += fitted.encode()
         digest = hashlib.sha1(content).hexdigest()[:10]
         self.meta["id"] = f"{OPCOST_ID_PREFIX}-{digest}"
         body = {
@@ -566,9 +557,21 @@ class OpCostModel:
                 field="geometry_version",
                 value=meta.get("geometry_version"),
             )
-        booster = xgb.Booster()
-        booster.load_model(str(folder / "opcost.ubj"))
-        booster.set_param({"nthread": 1})
+
+        def read(name: str) -> xgb.Booster:
+            booster = xgb.Booster()
+            booster.load_model(str(folder / name))
+            booster.set_param({"nthread": 1})
+            return booster
+
+        first = read("opcost.ubj")
+        booster: Booster = first
+        if meta.get("op_target") == "hybrid":
+            booster = HybridBooster(
+                seconds=first,
+                work=read(WORK_BOOSTER_FILE),
+                bounds={k: list(v) for k, v in meta["op_bounds"].items()},
+            )
         return cls(
             booster,
             {k: list(v) for k, v in body["step"].items()},

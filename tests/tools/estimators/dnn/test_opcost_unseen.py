@@ -185,3 +185,24 @@ def test_held_out_files_trace_and_are_named_by_no_training_code(stem: str, cls: 
         "benchmarks/cpu_opcost.py",
     ):
         assert "unseen" not in (REPO / fitter).read_text()
+
+
+def test_hybrid_prices_inside_the_timed_sizes_by_seconds_and_past_them_by_work(
+    tmp_path: Path,
+) -> None:
+    from tools.estimators.dnn.opboost import HybridBooster, within_bounds
+    from tools.estimators.dnn.opcost import OpCostModel
+
+    items = _items()
+    pair = _fit_ops(items, set(), 40, None, "hybrid")
+    assert isinstance(pair, HybridBooster)
+    x, _ = node_rows([_row("mm", "matmul", 1e6, 1e4, 1e4), _row("mm", "matmul", 1e11, 1e9, 1e9)])
+    assert within_bounds(x, pair.bounds).tolist() == [True, False]
+    got = op_seconds(pair, x, 1, "hybrid")
+    assert got[0] == pytest.approx(op_seconds(pair.seconds, x[:1], 1, "seconds")[0])
+    assert got[1] == pytest.approx(op_seconds(pair.work, x[1:], 1, "work")[0])
+    model = OpCostModel(pair, {"t1": [1.0, 1.0, 0.0, 1.0]}, {}, -0.2, 0.2, {"op_target": "hybrid"})
+    model.save(tmp_path)
+    again = OpCostModel.load(tmp_path)
+    assert isinstance(again.booster, HybridBooster)
+    assert op_seconds(again.booster, x, 1, "hybrid") == pytest.approx(got, rel=1e-5)
