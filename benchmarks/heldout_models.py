@@ -183,10 +183,30 @@ def _ape(estimate: float, measured: float) -> float:
     return abs(estimate - measured) / measured
 
 
-def report(truth_path: Path) -> None:
-    body = json.loads(truth_path.read_text())
-    rows = body["rows"]
-    print(f"truth: {truth_path} ({body['provenance']['time_basis']})")
+def merged_rows(paths: list[Path]) -> list[dict[str, Any]]:
+    """The measuring sessions' rows as one per file and batch: the median of the sessions'
+    steps (each the median of its runs' medians), the least step of all, the median
+    memory."""
+    by_key: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for path in paths:
+        for row in json.loads(path.read_text())["rows"]:
+            by_key.setdefault((row["file"], int(row["batch_size"])), []).append(row)
+    return [
+        {
+            **rows[0],
+            "step_s": statistics.median(r["step_s"] for r in rows),
+            "least_s": min(r["least_s"] for r in rows),
+            "peak_memory_mb": statistics.median(r["peak_memory_mb"] for r in rows),
+            "sessions": len(rows),
+        }
+        for rows in by_key.values()
+    ]
+
+
+def report(truth_paths: list[Path]) -> None:
+    rows = merged_rows(truth_paths)
+    basis = json.loads(truth_paths[0].read_text())["provenance"]["time_basis"]
+    print(f"truth: {', '.join(str(p) for p in truth_paths)} ({basis}; sessions merged)")
     print(
         "| file | batch | measured s | least s | estimate p50 (p10-p90) | err | err (least) | "
         "measured MB | estimate MB | err | estimator |"
@@ -226,6 +246,9 @@ def main() -> int:
     parser.add_argument("--measure", action="store_true", help="time the files here first")
     parser.add_argument("--out", type=Path, help="the measurements' file (default: per host)")
     parser.add_argument(
+        "--truth", type=Path, nargs="+", help="measurement files to merge (default: --out)"
+    )
+    parser.add_argument(
         "--child", nargs=3, metavar=("STEM", "BATCH", "SEED"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
@@ -238,7 +261,7 @@ def main() -> int:
     out = args.out or default_out()
     if args.measure:
         measure(out)
-    report(out)
+    report(args.truth or [out])
     return 0
 
 
