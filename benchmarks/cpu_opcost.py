@@ -45,6 +45,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tools.estimators.dnn.opcost import OP_TARGETS  # noqa: E402
+
 HELDOUT = REPO / "examples" / "models" / "heldout"
 DATA = REPO / "data" / "cpu_opcost"
 # file stem -> (class, batch sizes)
@@ -177,6 +179,7 @@ def fit(
     probes: str = "recurrent",
     features: int = 1,
     constant: bool = False,
+    op_target: str = "seconds",
 ) -> Any:
     """The per-operator model on the sweep's timings: step coefficients fitted on the
     profiler's step times (``sweep``) or on the steps timed here (``now``, ``stat``:
@@ -209,10 +212,11 @@ def fit(
         extra=merged if rnn else None,
         geometry=_geometry() if features >= 2 else None,
         step_constant=constant,
+        op_target=op_target,
     )
     model.meta["command"] = (
         f"python benchmarks/cpu_opcost.py --train --truth {truth} --stat {stat} "
-        f"--probe-steps {probes} --features {features}"
+        f"--probe-steps {probes} --features {features} --op-target {op_target}"
         + (" --step-constant" if constant else "")
         + ("" if rnn else " --no-rnn")
     )
@@ -231,9 +235,17 @@ def fit(
     return model
 
 
-def train(truth: str, stat: str, rnn: bool, probes: str, features: int, constant: bool) -> None:
+def train(
+    truth: str,
+    stat: str,
+    rnn: bool,
+    probes: str,
+    features: int,
+    constant: bool,
+    op_target: str = "seconds",
+) -> None:
     began = time.monotonic()
-    model = fit(truth, stat, rnn, probes, features, constant)
+    model = fit(truth, stat, rnn, probes, features, constant, op_target)
     model.meta["trained_s"] = round(time.monotonic() - began, 1)
     model.save(DATA)
     print(f"trained {model.estimator_id} in {model.meta['trained_s']} s", flush=True)
@@ -591,6 +603,12 @@ def main() -> int:
     parser.add_argument(
         "--step-constant", action="store_true", help="--train: a fixed cost per step"
     )
+    parser.add_argument(
+        "--op-target",
+        choices=OP_TARGETS,
+        default="work",
+        help="--train: the operator booster's target (opcost.OP_TARGETS)",
+    )
     parser.add_argument("--record", action="store_true", help="write the held-out comparison")
     args = parser.parse_args()
     if args.measure:
@@ -603,6 +621,7 @@ def main() -> int:
             args.probe_steps,
             args.features,
             args.step_constant,
+            args.op_target,
         )
     else:
         report(args.record)

@@ -370,7 +370,17 @@ def calibrate_command(
             f"on {here['cpu_model']} ({here['cpu_isa']}) into {folder / 'steps.jsonl'}",
             highlight=False,
         )
-        timed = time_zoo_steps(wanted, folder / "steps.jsonl", threads=threads, limit=limit)
+        from rightsize.progress import progress
+
+        total = len(wanted) if limit is None else limit * len(threads)
+        with progress("timing zoo steps", total=total, quiet=as_json) as bar:
+            timed = time_zoo_steps(
+                wanted,
+                folder / "steps.jsonl",
+                threads=threads,
+                limit=limit,
+                progress=lambda _item, _seconds: bar.advance(),
+            )
         provenance = {
             **here,
             "threads": sorted(threads),

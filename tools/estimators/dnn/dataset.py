@@ -206,6 +206,9 @@ class GraphData:
     # per node, its shape geometry (``opgraph.GEOMETRY_FIELDS``, raw values) for the
     # per-operator CPU model; None where the graph was stored without it
     geometry: NDArray[np.float64] | None = None
+    # per node, its ATen operator's name (what a pricing report names); None where the
+    # graph was stored without them
+    ops: tuple[str, ...] | None = None
 
     @property
     def rnn_counts(self) -> tuple[int, int]:
@@ -260,6 +263,7 @@ def graph_data(graph: OpGraph) -> GraphData:
         summary=graph.summary(),
         rnn_call=rnn,
         geometry=geometry.reshape(len(graph.nodes), -1) if len(graph.nodes) else None,
+        ops=tuple(n.op for n in graph.nodes),
     )
 
 

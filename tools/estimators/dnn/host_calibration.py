@@ -9,9 +9,10 @@ its time on a host (seconds per unit of compute and of other operators, per disp
 operator, per parameter updated, per recurrent-loop operator: ``opcost._fit_step``) is
 what changes most from one CPU to the next. So ``calibrate`` keeps the booster and the
 update lines and refits the step law on the zoo steps of the shipped operator sweep
-(``data/cpu_opcost/op_timings.jsonl``), timed on this host (``time_zoo_steps``: the same
-timing as the shipped steps', ``opsweep``'s, one run each; about two minutes for the
-108 steps at 1 and 2 threads on a 2-core VM).
+(``data/cpu_opcost/op_timings.jsonl``) and its recurrent probe networks' steps
+(``CALIBRATION_PROBES``), timed on this host (``time_zoo_steps``: the same timing as the
+shipped steps', ``opsweep``'s, one run each; about two minutes for the 128 steps at 1 and
+2 threads on a quiet 2-core VM, seven at load 10).
 
 Its p10/p90 are the wider of the shipped model's and the calibrated steps' own
 leave-one-family-out residuals (each family's steps predicted by a step law fitted
@@ -69,12 +70,25 @@ def calibrated_dir(home: Path, cpu_model: str, cpu_isa: str) -> Path:
     return home.expanduser() / "cpu_opcost" / host_key(cpu_model, cpu_isa)
 
 
+# Probe networks whose steps the calibration times beside the zoo's: the step law's
+# seconds per recurrent-loop operator (``r``) is fitted on them (the zoo's LSTM runs one
+# oneDNN kernel a layer, a dozen loop operators a step: too few to fit ``r`` on, which
+# came out 0 and priced a GRU's 1,500 cell operators at nothing past the booster's own).
+CALIBRATION_PROBES = frozenset({"recurrent"})
+
+
 def zoo_items(folder: Path | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The shipped sweep's zoo items (their operators as timed) and operator geometry."""
+    """The shipped sweep's zoo items and ``CALIBRATION_PROBES`` probe items (their
+    operators as timed), and operator geometry."""
     from tools.profiling.opsweep import read_items
 
     where = folder or oc.default_model_dir()
-    items = [i for i in read_items(where / "op_timings.jsonl") if i.get("kind") == "zoo"]
+    items = [
+        i
+        for i in read_items(where / "op_timings.jsonl")
+        if i.get("kind") == "zoo"
+        or (i.get("kind") == "probe" and i.get("probe") in CALIBRATION_PROBES)
+    ]
     geometry = {i["id"]: i for i in read_items(where / "op_geometry.jsonl")}
     return items, geometry
 
@@ -92,8 +106,14 @@ def time_zoo_steps(
     appending one JSON line an item to ``out`` after its provenance line, and skipping
     those already there (a run cut short resumes). ``limit``: at most that many items a
     thread count. Returns every line of ``out``."""
-    from tools.profiling.opsweep import provenance, read_items, step_line
+    from tools.profiling.opsweep import _item_task, provenance, read_items, step_line
     from tools.profiling.zoo.registry import FAMILIES
+
+    probes: dict[str, Any] = {}
+    if any(i.get("kind") == "probe" for i in items):
+        from tools.profiling.opsweep import _probe_tasks
+
+        probes = _probe_tasks(oc.default_model_dir() / "op_timings.jsonl")
 
     done = {i["id"]: i for i in read_items(out)} if out.exists() else {}
     chosen: list[Mapping[str, Any]] = []
@@ -114,8 +134,11 @@ def time_zoo_steps(
         for item in chosen:
             if item["id"] in done:
                 continue
-            family = FAMILIES[item["family"]]
-            make = functools.partial(family.task, item["params"], item["batch_size"])
+            if item.get("kind") == "probe":
+                make = functools.partial(_item_task, dict(item), probes)
+            else:
+                family = FAMILIES[item["family"]]
+                make = functools.partial(family.task, item["params"], item["batch_size"])
             line = step_line(item, make, 1)
             handle.write(json.dumps(line) + "\n")
             handle.flush()
@@ -128,7 +151,7 @@ def time_zoo_steps(
 def _rows(model: oc.OpCostModel, steps: Sequence[oc.StepItem]) -> list[oc.Row]:
     out: list[oc.Row] = []
     for s in steps:
-        compute, other = oc._opsum(model.booster, s.x, s.counts, s.threads)
+        compute, other = oc._opsum(model.booster, s.x, s.counts, s.threads, model.op_target)
         operators = oc.eager_operators(float(np.sum(s.counts)), s.rnn_ops, s.rnn_calls)
         update = oc._update_s(model.updates, s.optimizer, s.threads, s.parameters)
         out.append((compute, other, operators, update, float(s.rnn_ops), s.measured_s))

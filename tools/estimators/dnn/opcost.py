@@ -49,7 +49,20 @@ from numpy.typing import NDArray
 from scipy.optimize import least_squares, nnls
 
 from knowledge_base.errors import InvalidInputError
+from tools.estimators.dnn.coverage import timed_domain
 from tools.estimators.dnn.dataset import NODE_FEATURES
+from tools.estimators.dnn.opboost import (
+    _FLOPS_COLUMN,
+    _LOG_SCALE,
+    OP_TARGETS,
+    WORK_BOOSTER_FILE,
+    Booster,
+    HybridBooster,
+    category_bounds,
+    op_seconds,
+    with_threads,
+    work_s,
+)
 from tools.profiling.opgraph import CATEGORIES, GEOMETRY_FIELDS, GEOMETRY_VERSION
 
 __all__ = [
@@ -57,11 +70,13 @@ __all__ = [
     "FEATURE_SETS",
     "GEOMETRY_COLUMNS",
     "OPCOST_ID_PREFIX",
+    "OP_TARGETS",
     "OpCostModel",
     "StepItem",
     "default_model_dir",
     "fit_opcost",
     "node_rows",
+    "op_seconds",
     "step_items",
 ]
 
@@ -69,7 +84,6 @@ COMPUTE_CATEGORIES = frozenset({"conv", "matmul", "attention", "rnn"})
 _COMPUTE_COLUMNS = [CATEGORIES.index(c) for c in sorted(COMPUTE_CATEGORIES)]
 
 OPCOST_ID_PREFIX = "cpu-opcost"
-_LOG_SCALE = 20.0  # as dataset.graph_data scales log1p of FLOPs and bytes
 FAMILY_GROUPS: tuple[tuple[str, ...], ...] = (
     ("resnet", "resnet_bottleneck"),
     ("transformer", "vit"),
@@ -113,7 +127,6 @@ FEATURE_SETS: dict[int, tuple[str, ...]] = {
     1: (*NODE_FEATURES, "threads"),
     2: (*NODE_FEATURES, *GEOMETRY_COLUMNS, "threads"),
 }
-_FLOPS_COLUMN = len(CATEGORIES) + 1  # log_flops, then log input and output bytes
 
 
 def geometry_columns(
@@ -211,10 +224,6 @@ def item_geometry(
     return rows
 
 
-def _with_threads(x: NDArray[np.float64], threads: int) -> NDArray[np.float64]:
-    return np.hstack([x, np.full((x.shape[0], 1), float(threads))])
-
-
 @dataclass(frozen=True, slots=True)
 class StepItem:
     """One measured step (a zoo item, or a probe's): its operators and what it took."""
@@ -297,6 +306,7 @@ def _op_training(
     items: Sequence[Mapping[str, Any]],
     exclude: set[str],
     geometry: Mapping[str, Mapping[str, Any]] | None = None,
+    target: str = "seconds",
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     xs, ys, ws = [], [], []
     for item in items:
@@ -304,8 +314,8 @@ def _op_training(
             continue
         x, counts = node_rows(item["ops"], item_geometry(geometry, item))
         times = np.array([max(float(o[8]), 1e-7) for o in item["ops"]])
-        xs.append(_with_threads(x, int(item["threads"])))
-        ys.append(np.log(times))
+        xs.append(with_threads(x, int(item["threads"])))
+        ys.append(np.log(times / work_s(x)) if target == "work" else np.log(times))
         ws.append(counts)
     return np.vstack(xs), np.concatenate(ys), np.concatenate(ws)
 
@@ -315,8 +325,16 @@ def _fit_ops(
     exclude: set[str],
     rounds: int = OP_ROUNDS,
     geometry: Mapping[str, Mapping[str, Any]] | None = None,
-) -> xgb.Booster:
-    x, y, w = _op_training(items, exclude, geometry)
+    target: str = "seconds",
+) -> Booster:
+    if target == "hybrid":
+        x, _, _ = _op_training(items, exclude, geometry)
+        return HybridBooster(
+            seconds=_fit_ops(items, exclude, rounds, geometry, "seconds"),  # type: ignore[arg-type]
+            work=_fit_ops(items, exclude, rounds, geometry, "work"),  # type: ignore[arg-type]
+            bounds=category_bounds(x),
+        )
+    x, y, w = _op_training(items, exclude, geometry, target)
     data = xgb.DMatrix(x, label=y, weight=w)
     return xgb.train(OP_PARAMS, data, num_boost_round=rounds)
 
@@ -352,11 +370,14 @@ def _update_s(
 
 
 def _opsum(
-    booster: xgb.Booster, x: NDArray[np.float64], counts: NDArray[np.float64], threads: int
+    booster: Booster,
+    x: NDArray[np.float64],
+    counts: NDArray[np.float64],
+    threads: int,
+    target: str = "seconds",
 ) -> tuple[float, float]:
     """Estimated seconds of the compute operators and of the others."""
-    pred = booster.inplace_predict(_with_threads(x, threads).astype(np.float32))
-    seconds = counts * np.exp(np.asarray(pred, dtype=np.float64))
+    seconds = counts * op_seconds(booster, x, threads, target)
     compute = x[:, _COMPUTE_COLUMNS].sum(axis=1) > 0
     return float(np.sum(seconds[compute])), float(np.sum(seconds[~compute]))
 
@@ -407,7 +428,7 @@ def _apply(
 class OpCostModel:
     """The operator booster, step coefficients, update lines, calibration, validation."""
 
-    booster: xgb.Booster
+    booster: Booster
     step: dict[str, list[float]]  # "t1" / "t2" -> [a, o, b, c]
     updates: dict[str, list[float]]
     log_q10: float
@@ -427,6 +448,11 @@ class OpCostModel:
         """``FEATURE_SETS`` key of the booster's input columns (a file written before
         versions were recorded has version 1's columns)."""
         return int(self.meta.get("feature_version", 1))
+
+    @property
+    def op_target(self) -> str:
+        """``OP_TARGETS``: what the booster predicts (a file without it: "seconds")."""
+        return str(self.meta.get("op_target", "seconds"))
 
     @property
     def needs_geometry(self) -> bool:
@@ -469,7 +495,7 @@ class OpCostModel:
                 )
             x = np.hstack([x, geometry_columns(x, geometry)])
         weights = np.ones(x.shape[0]) if counts is None else counts
-        compute, other = _opsum(self.booster, x, weights, threads)
+        compute, other = _opsum(self.booster, x, weights, threads, self.op_target)
         update = _update_s(self.updates, optimizer, threads, parameters)
         coef = self.step[f"t{threads}"]
         total = float(np.sum(weights))
@@ -479,9 +505,18 @@ class OpCostModel:
 
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self.booster.save_model(str(folder / "opcost.ubj"))
+        boosters: list[xgb.Booster]
+        if isinstance(self.booster, HybridBooster):
+            boosters = [self.booster.seconds, self.booster.work]
+            self.meta["op_bounds"] = self.booster.bounds
+        else:
+            boosters = [self.booster]
+        content = b""
+        for booster, name in zip(boosters, ("opcost.ubj", WORK_BOOSTER_FILE), strict=False):
+            booster.save_model(str(folder / name))
+            content += (folder / name).read_bytes()
         fitted = json.dumps([self.step, self.updates, self.log_q10, self.log_q90])
-        content = (folder / "opcost.ubj").read_bytes() + fitted.encode()
+        content += fitted.encode()
         digest = hashlib.sha1(content).hexdigest()[:10]
         self.meta["id"] = f"{OPCOST_ID_PREFIX}-{digest}"
         body = {
@@ -522,9 +557,21 @@ class OpCostModel:
                 field="geometry_version",
                 value=meta.get("geometry_version"),
             )
-        booster = xgb.Booster()
-        booster.load_model(str(folder / "opcost.ubj"))
-        booster.set_param({"nthread": 1})
+
+        def read(name: str) -> xgb.Booster:
+            booster = xgb.Booster()
+            booster.load_model(str(folder / name))
+            booster.set_param({"nthread": 1})
+            return booster
+
+        first = read("opcost.ubj")
+        booster: Booster = first
+        if meta.get("op_target") == "hybrid":
+            booster = HybridBooster(
+                seconds=first,
+                work=read(WORK_BOOSTER_FILE),
+                bounds={k: list(v) for k, v in meta["op_bounds"].items()},
+            )
         return cls(
             booster,
             {k: list(v) for k, v in body["step"].items()},
@@ -561,6 +608,7 @@ def fit_opcost(
     step_loss: str = "relative",
     geometry: Mapping[str, Mapping[str, Any]] | None = None,
     step_constant: bool = False,
+    op_target: str = "seconds",
 ) -> OpCostModel:
     """Fit the model on an ``opsweep`` file's items, validated by leaving groups out.
 
@@ -579,15 +627,17 @@ def fit_opcost(
     present = [tuple(g) for g in groups if any(s.family in g for s in steps)]
     # 1. out-of-group operator sums: each group's steps from a booster that never saw it
     opsums: list[tuple[float, float]] = [(0.0, 0.0)] * len(steps)
-    full = _fit_ops(items, set(), rounds, geometry)
+    if op_target not in OP_TARGETS:
+        raise InvalidInputError(f"one of {OP_TARGETS}", field="op_target", value=op_target)
+    full = _fit_ops(items, set(), rounds, geometry, op_target)
     for i, s in enumerate(steps):
         if s.probe:
-            opsums[i] = _opsum(full, s.x, s.counts, s.threads)
+            opsums[i] = _opsum(full, s.x, s.counts, s.threads, op_target)
     for group in present:
-        booster = _fit_ops(items, set(group), rounds, geometry)
+        booster = _fit_ops(items, set(group), rounds, geometry, op_target)
         for i, s in enumerate(steps):
             if s.family in group:
-                opsums[i] = _opsum(booster, s.x, s.counts, s.threads)
+                opsums[i] = _opsum(booster, s.x, s.counts, s.threads, op_target)
 
     def rows(selected: Sequence[int]) -> list[Row]:
         return [
@@ -620,7 +670,7 @@ def fit_opcost(
     probe_held: list[tuple[int, float]] = []
     unfitted: set[str] = set()
     for family in sorted({s.family for s in steps if s.probe}):
-        booster = _fit_ops(items, {family}, rounds, geometry)
+        booster = _fit_ops(items, {family}, rounds, geometry, op_target)
         for t in thread_counts:
             train = [i for i, s in enumerate(steps) if s.threads == t and s.family != family]
             test = [i for i, s in enumerate(steps) if s.threads == t and s.family == family]
@@ -632,7 +682,7 @@ def fit_opcost(
             if any(steps[i].rnn_ops for i in test) and not any(steps[i].rnn_ops for i in train):
                 unfitted.add(family)
             for i, (_, _, n, u, k, _) in zip(test, rows(test), strict=True):
-                cs, os_ = _opsum(booster, steps[i].x, steps[i].counts, steps[i].threads)
+                cs, os_ = _opsum(booster, steps[i].x, steps[i].counts, steps[i].threads, op_target)
                 probe_held.append((i, _apply(coef, cs, os_, n, u, k)))
     calibration = held + (
         [(i, p50) for i, p50 in probe_held if steps[i].family not in unfitted]
@@ -720,6 +770,8 @@ def fit_opcost(
         "operator_rows": int(x.shape[0]),
         "feature_version": version,
         "features": list(FEATURE_SETS[version]),
+        "op_target": op_target,
+        "timed_domain": timed_domain(items),
         **({"geometry_version": GEOMETRY_VERSION} if version >= 2 else {}),
         "provenance": dict(provenance or {}),
     }

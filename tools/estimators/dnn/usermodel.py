@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -100,15 +102,20 @@ class UserModel:
         return TrainingTask(model, inputs, targets, criterion=loss)
 
     def graph(self, batch_size: int) -> OpGraph:
-        """The op graph of one training step; InvalidInputError if it cannot be traced."""
+        """The op graph of one training step; InvalidInputError if it cannot be traced
+        (naming ``example_batch`` where its inputs or targets do not fit the model)."""
         errors: list[str] = []
-        for meta in (True, False):
-            try:
-                return op_graph(self.task(batch_size, meta=meta))
-            except InvalidInputError:
-                raise
-            except Exception as error:
-                errors.append(f"{type(error).__name__}: {str(error)[:300]}")
+        with _quiet_tracing():
+            for meta in (True, False):
+                try:
+                    return op_graph(self.task(batch_size, meta=meta))
+                except InvalidInputError:
+                    raise
+                except Exception as error:
+                    errors.append(f"{type(error).__name__}: {str(error)[:300]}")
+            misfit = self._misfit(batch_size)
+        if misfit is not None:
+            raise misfit
         raise InvalidInputError(
             f"{self.class_name} could not be traced (one training step with make_fx): "
             + " | ".join(errors[-1:]),
@@ -116,6 +123,58 @@ class UserModel:
             field="--model-class",
             value=self.class_name,
         )
+
+    def _misfit(self, batch_size: int) -> InvalidInputError | None:
+        """Why ``example_batch``'s inputs or targets do not fit the model (one forward and
+        one loss at ``batch_size``, outside any trace), or None where both run."""
+        model = self.build().train()
+        inputs, targets, loss = self.batch(batch_size)
+        try:
+            out = model(*inputs)
+        except Exception as error:
+            return InvalidInputError(
+                f"the model's forward does not take example_batch({batch_size})'s inputs of "
+                f"shape {_shapes(inputs)}: {type(error).__name__}: {str(error)[:200]}",
+                source=str(self.path),
+                field="example_batch",
+            )
+        criterion = loss or nn.functional.cross_entropy
+        try:
+            criterion(out, targets)
+        except Exception as error:
+            if isinstance(out, Tensor):
+                shape = str(tuple(out.shape))
+            elif isinstance(out, tuple | list):
+                shape = _shapes([t for t in out if isinstance(t, Tensor)])
+            else:
+                shape = type(out).__name__
+            return InvalidInputError(
+                f"the loss does not take the model's output of shape {shape} with "
+                f"example_batch({batch_size})'s targets of shape {tuple(targets.shape)}: "
+                f"{type(error).__name__}: {str(error)[:200]}",
+                source=str(self.path),
+                field="example_batch",
+            )
+        return None
+
+
+@contextmanager
+def _quiet_tracing() -> Iterator[None]:
+    """Silence torch's own logging of a failed fake-tensor trace (it logs the whole
+    traceback at ERROR before raising); the error is reported once, as one line."""
+    loggers = [logging.getLogger(n) for n in ("torch._subclasses.fake_tensor", "torch.fx")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def _shapes(tensors: Sequence[Tensor]) -> str:
+    return ", ".join(str(tuple(t.shape)) for t in tensors)
 
 
 def _unpack(produced: Any, path: Path) -> tuple[tuple[Tensor, ...], Tensor, LossFn | None]:
