@@ -752,10 +752,11 @@ async def get_job_history(request: JobHistoryInput, app: AppContext, user: str) 
             plan_id=request.plan_id,
             application=request.application,
             submitted_after=request.submitted_after,
-            limit=1_000_000,
+            newest_first=True,
+            limit=request.limit,
         )
     )
-    return JobHistoryResult(user=user, jobs=list(reversed(jobs))[: request.limit])
+    return JobHistoryResult(user=user, jobs=jobs)
 
 
 # -- registration -------------------------------------------------------------------------

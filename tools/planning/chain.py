@@ -278,7 +278,12 @@ class EstimatorChain:
                 return cached.estimator if cached is not None else None
             from tools.planning.generic import train_history
 
-            records = await self.kb.query_jobs(JobQuery(system=system, limit=config.history_jobs))
+            # The latest ``history_jobs`` jobs (newest first from the store), replayed
+            # oldest first as they happened.
+            latest = await self.kb.query_jobs(
+                JobQuery(system=system, newest_first=True, limit=config.history_jobs)
+            )
+            records = latest[::-1]
             self.trainings += 1
             estimator = await asyncio.to_thread(train_history, records)
             if estimator is None and cached is not None:
