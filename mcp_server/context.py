@@ -43,9 +43,13 @@ class ServerDeps:
     chain serves without it."""
     cpu_opcost: Path | None = None
     """A per-operator CPU model's folder to answer with (None: the shipped one)."""
+    dnn_models: Path | None = None
+    """A DNN estimator bundle's folder to answer with (None: the shipped one)."""
 
     def chain_config(self) -> ChainConfig:
-        return ChainConfig(home=self.home, cpu_opcost_dir=self.cpu_opcost)
+        return ChainConfig(
+            home=self.home, cpu_opcost_dir=self.cpu_opcost, dnn_models_dir=self.dnn_models
+        )
 
 
 @dataclass(slots=True)

@@ -72,7 +72,11 @@ def chain_config(settings: Settings) -> ChainConfig:
     """The estimator chain's settings: where trained models and calibrations live."""
     from tools.planning.chain import ChainConfig
 
-    return ChainConfig(home=settings.home.expanduser(), cpu_opcost_dir=settings.cpu_opcost)
+    return ChainConfig(
+        home=settings.home.expanduser(),
+        cpu_opcost_dir=settings.cpu_opcost,
+        dnn_models_dir=settings.dnn_models,
+    )
 
 
 def slurm_answers(commands: SlurmCommands | None = None) -> bool:

@@ -235,9 +235,13 @@ def estimate_command(
         spec_targets = _spec_targets(gpu_spec)  # a bad spec file before the model loads
         rows: list[dict[str, Any]] = []
         if hardware or gpu:
+            answers, refused, chain = asyncio.run(_answers(settings, request))
             if any(h in ("local", "all") for h in hardware):
-                _smoke(request)  # before anything is registered
-            answers, refused = asyncio.run(_answers(settings, request))
+                # After the answers: the child inherits what they loaded (torch, the
+                # traces); before anything is registered.
+                _smoke(request)
+            if any(a.gpus_per_node == 0 for a in answers):
+                asyncio.run(_register_cpu_models(settings, chain))
             rows = [a.model_dump(mode="json") for a in answers]
         rows += _spec_rows(settings, request, spec_targets)
     except InvalidInputError as error:
@@ -274,7 +278,7 @@ def _as_flags(error: InvalidInputError) -> InvalidInputError:
     return InvalidInputError(reason, source=error.source, field=flag, value=error.value)
 
 
-async def _answers(settings: Settings, request: Any) -> tuple[list[Any], list[str]]:
+async def _answers(settings: Settings, request: Any) -> tuple[list[Any], list[str], Any]:
     """Every option's answer from the process's estimator chain (``tools.planning.doors``)."""
     from tools.planning.doors import estimate_model_file
     from tools.planning.service import shared_chain
@@ -283,14 +287,17 @@ async def _answers(settings: Settings, request: Any) -> tuple[list[Any], list[st
         catalog = await kb.get_catalog()
         chain = shared_chain(kb, config=chain_config(settings), promoted=promoted_loader)
         answers, refused = await estimate_model_file(request, chain, catalog)
-        if any(a.gpus_per_node == 0 for a in answers):
-            # The CPU estimators that answered are in the registry (HARP's), once.
-            bundle, _, _, _ = chain.cpu_models.get()
-            if bundle is not None:
-                from tools.estimators.dnn.service import register
+        return answers, refused, chain
 
-                await register(kb, bundle, chain.cpu_models.bundle_folder)
-        return answers, refused
+
+async def _register_cpu_models(settings: Settings, chain: Any) -> None:
+    """The CPU estimators that answered go in the registry (HARP's), once."""
+    from tools.estimators.dnn.service import register
+
+    bundle, _, _, _ = chain.cpu_models.get()
+    if bundle is not None:
+        async with knowledge_base(settings) as kb:
+            await register(kb, bundle, chain.cpu_models.bundle_folder)
 
 
 def _smoke(request: Any) -> None:
@@ -411,7 +418,7 @@ def calibrate_command(
         from tools.estimators.dnn.service import load_opcost
         from tools.profiling.profiler import hardware_descriptors
 
-        shipped = load_opcost()
+        shipped = load_opcost(settings.cpu_opcost)
         if shipped is None:
             raise InvalidInputError("no per-operator CPU model to calibrate", field="model")
         unknown = sorted(set(threads) - set(shipped.threads))
@@ -513,7 +520,7 @@ def train_command(
         if out is not None:
             bundle, folder = train_to(settings.home, out, dataset), out
         else:
-            bundle, folder = load_bundle(settings.home, dataset)
+            bundle, folder = load_bundle(settings.home, dataset, models=settings.dnn_models)
         ids = asyncio.run(_register(settings, bundle, folder))
     except RightsizeError as error:
         fail(error, as_json)

@@ -53,6 +53,7 @@ from tools.planning.cpu_model_file import CpuModels, ModelFileCpuEstimator
 from tools.planning.estimation import Estimator
 from tools.planning.model_files import is_model_file
 from tools.planning.profiled import PROFILE_FAMILY, ProfiledWorkloadEstimator
+from tools.planning.trace_cache import TraceCache
 from tools.planning.whatif import default_estimators
 
 if TYPE_CHECKING:  # xgboost is heavy: imported where a history estimator is trained
@@ -103,6 +104,9 @@ class ChainConfig(BaseModel):
     cpu_opcost_dir: Path | None = Field(
         default=None, description="The per-operator CPU model's folder (None: the shipped one)"
     )
+    dnn_models_dir: Path | None = Field(
+        default=None, description="The DNN estimator bundle's folder (None: the shipped one)"
+    )
 
 
 @dataclass(frozen=True)
@@ -140,9 +144,12 @@ class EstimatorChain:
         # ``rightsize estimate --gpu`` both ask it.
         self.gpu_correction = PromotedGpuCorrection()
         self._correction: ServingCorrection | None = None  # what the choice was made with
+        # Users' model files traced once per content, kept on disk under the home.
+        self.traces = TraceCache(self.config.home.expanduser() / "traces")
         self.cpu_models = CpuModels(
-            self.config.home.expanduser(), opcost_dir=self.config.cpu_opcost_dir
-        )
+            self.config.home.expanduser(), opcost_dir=self.config.cpu_opcost_dir,
+            models_dir=self.config.dnn_models_dir, traces=self.traces,
+        )  # fmt: skip
 
     async def estimators(
         self, spec: WorkloadSpec, catalog: Catalog, now: datetime | None = None

@@ -11,15 +11,14 @@ every core: a 112-core Frontera nvdimm node came out at an A100's 19 TFLOPS).
 ``local_system`` is this machine as a one-partition system, so ``rightsize estimate
 --hardware local`` asks the same chain as every catalog option.
 
-The op graph of each (file content, class, input, batch size) is traced once per process.
+The op graph of each (file content, class, input, batch size) is traced once
+(``TraceCache``: kept on disk under the chain's home).
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +28,7 @@ from knowledge_base.records import Interval, ResourceEstimate
 from knowledge_base.workload import DNNTraining
 from tools.planning.estimation import Candidate, NoEstimate, Workload
 from tools.planning.model_files import is_model_file
+from tools.planning.trace_cache import TraceCache, file_digest
 
 if TYPE_CHECKING:
     from tools.estimators.dnn.bundle import EstimatorBundle
@@ -88,6 +88,8 @@ class CpuModels:
 
     home: Path
     opcost_dir: Path | None = None  # None: the shipped per-operator model
+    models_dir: Path | None = None  # None: the shipped bundle
+    traces: TraceCache = field(default_factory=lambda: TraceCache(None))
     _loaded: tuple[Any, dict[str, str], Any, Any] | None = field(default=None, repr=False)
     bundle_folder: Path = field(default=Path(), repr=False)  # where the bundle was read
 
@@ -104,7 +106,7 @@ class CpuModels:
             bundle: EstimatorBundle | None = None
             ids: dict[str, str] = {}
             try:
-                bundle, folder = load_bundle(self.home, train=False)
+                bundle, folder = load_bundle(self.home, models=self.models_dir, train=False)
             except InvalidInputError:
                 pass  # no bundle: the per-operator model alone, or the analytic fallback
             else:
@@ -125,18 +127,17 @@ class CpuModels:
 
 def _digest(path: Path) -> str:
     try:
-        return hashlib.sha1(path.read_bytes()).hexdigest()
+        return file_digest(path)
     except OSError as exc:
         raise InvalidInputError(
             f"cannot read the model file: {exc.strerror}", field="workload.model", value=str(path)
         ) from exc
 
 
-@lru_cache(maxsize=64)
 def _graph(
-    path: str, digest: str, class_name: str, shape: tuple[int, ...], classes: int | None, batch: int
+    path: str, class_name: str, shape: tuple[int, ...], classes: int | None, batch: int
 ) -> GraphData:
-    """One batch size's op graph, traced once per file content."""
+    """One batch size's op graph."""
     from tools.estimators.dnn.dataset import graph_data
     from tools.estimators.dnn.usermodel import load_user_model
 
@@ -178,13 +179,16 @@ class ModelFileCpuEstimator:
         path = Path(workload.model).expanduser().resolve()
         assert workload.model_class is not None  # is_model_file
         classes = workload.model_params.get("num_classes")
-        data = _graph(
+        traced = (
             str(path),
-            _digest(path),
             workload.model_class,
             tuple(workload.input_shape),
             classes if isinstance(classes, int) and not isinstance(classes, bool) else None,
             batch,
+        )
+        traces = self.models.traces
+        data = traces.get_or_make(
+            traces.key("cpu-graph", _digest(path), *traced[1:]), lambda: _graph(*traced)
         )
         (answer,) = estimate(
             {batch: data},

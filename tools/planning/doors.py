@@ -178,7 +178,8 @@ async def estimate_model_file(
     spec = model_file_spec(request)
     # The names first (cheap), then the file: an unknown GPU is refused before tracing.
     candidates = _candidates(request, spec, catalog)
-    check_model_file(spec.workload)  # type: ignore[arg-type]
+    assert isinstance(spec.workload, DNNTraining)
+    check_model_file(spec.workload, chain.traces)
     estimators: list[Estimator] = await chain.estimators(spec, catalog or Catalog(), now)
     answers: list[OptionAnswer] = []
     refused: list[str] = []

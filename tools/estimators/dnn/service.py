@@ -1,7 +1,7 @@
 """Finding, training, registering and asking the DNN estimators (HARP's Predict step).
 
 Trained files: the repository ships a bundle in ``data/dnn_profiles/models`` (next to
-the dataset it was trained on; ``RIGHTSIZE_DNN_MODELS`` points elsewhere); without one,
+the dataset it was trained on; the settings' ``dnn_models`` point elsewhere); without one,
 the first use trains a bundle from the dataset and caches it under
 ``HOME/dnn/models/<dataset digest>`` (op graphs under ``HOME/dnn/graphs``).
 ``register`` records every estimator of a bundle in the knowledge base's registry with
@@ -79,11 +79,11 @@ _MEMORY_SPREAD = (0.7, 1.4)
 TARGET_IDS = {"iteration_s": "dnn_iteration_s", "peak_memory_mb": "dnn_peak_memory_mb"}
 
 
-def committed_models_dir() -> Path:
-    """``RIGHTSIZE_DNN_MODELS``, else ``models/`` beside the committed dataset."""
-    override = os.environ.get("RIGHTSIZE_DNN_MODELS")
-    if override:
-        return Path(override).expanduser()
+def committed_models_dir(override: Path | None = None) -> Path:
+    """``override`` (the settings' ``dnn_models``), else ``models/`` beside the committed
+    dataset."""
+    if override is not None:
+        return override.expanduser()
     return default_dataset_path().parent / "models"
 
 
@@ -92,11 +92,17 @@ def _digest(path: Path) -> str:
 
 
 def load_bundle(
-    home: Path, dataset: Path | None = None, *, train: bool = True, workers: int = 2
+    home: Path,
+    dataset: Path | None = None,
+    *,
+    models: Path | None = None,
+    train: bool = True,
+    workers: int = 2,
 ) -> tuple[EstimatorBundle, Path]:
-    """The bundle to answer with and the folder it lives in (trained on first use)."""
+    """The bundle to answer with and the folder it lives in (trained on first use);
+    ``models``: a folder of trained files to use instead of the shipped ones."""
     source = dataset or default_dataset_path()
-    committed = committed_models_dir()
+    committed = committed_models_dir(models)
     if dataset is None and (committed / "bundle.json").exists():
         return EstimatorBundle.load(committed), committed
     if not source.exists():
@@ -120,9 +126,9 @@ def load_bundle(
 
 
 def load_opcost(folder: Path | None = None) -> OpCostModel | None:
-    """The per-operator CPU model (``RIGHTSIZE_CPU_OPCOST``, else the shipped one), or None."""
-    override = os.environ.get("RIGHTSIZE_CPU_OPCOST")
-    where = folder or (Path(override).expanduser() if override else default_model_dir())
+    """The per-operator CPU model in ``folder`` (the settings' ``cpu_opcost``), else the
+    shipped one; None where there is none."""
+    where = folder.expanduser() if folder is not None else default_model_dir()
     if not (where / "opcost.json").exists() or not (where / "opcost.ubj").exists():
         return None
     return OpCostModel.load(where)
@@ -240,10 +246,12 @@ async def register(kb: KnowledgeBase, bundle: EstimatorBundle, folder: Path) -> 
             if bundle.meta.selected.get(target) == kind:
                 await kb.promote_estimator(record.id)
         ids.append(record.id)
-    gpu = gpu_roofline_record()
+    from tools.estimators.dnn.adapter import GPU_ROOFLINE_ID
+
     try:
-        await kb.get_estimator(gpu.id)
-    except NotFoundError:
+        await kb.get_estimator(GPU_ROOFLINE_ID)
+    except NotFoundError:  # its record costs a leave-one-GPU-out fit: built only when new
+        gpu = gpu_roofline_record()
         await kb.put_estimator(gpu)
         await kb.promote_estimator(gpu.id)
     return ids
