@@ -203,8 +203,6 @@ def estimate_command(
     the same numbers for the same option); ``--gpu-spec`` files by the per-operator GPU
     model directly (no partition or catalog GPU stands for them)."""
     settings = Settings()
-    # A model that does not trace is one line naming it, not torch's logged traceback.
-    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
     refused: list[str] = []
     try:
         sizes = _batch_sizes(batch_size, list(ctx.args))
@@ -280,9 +278,13 @@ def _as_flags(error: InvalidInputError) -> InvalidInputError:
 
 async def _answers(settings: Settings, request: Any) -> tuple[list[Any], list[str], Any]:
     """Every option's answer from the process's estimator chain (``tools.planning.doors``)."""
+    import torch  # noqa: F401  (torch sets its loggers' levels when it loads)
+
     from tools.planning.doors import estimate_model_file
     from tools.planning.service import shared_chain
 
+    # A model that does not trace is one line naming it, not torch's logged traceback.
+    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
     async with knowledge_base(settings) as kb:
         catalog = await kb.get_catalog()
         chain = shared_chain(kb, config=chain_config(settings), promoted=promoted_loader)

@@ -102,6 +102,7 @@ def example_batch(n):
         ({**V100, "SingleFLOPs": 0}, None, "SingleFLOPs"),
         ({**V100, "Freq": -1370}, None, "Freq"),
         (None, "Voodoo 5", "known:"),
+        (None, "h100", "H100 SXM 80GB HBM3"),  # not silently the PCIe one
         (None, "BROKEN", "--model-class: Broken could not be traced"),
     ],
 )

@@ -45,10 +45,10 @@ def gpu_names(catalog: Catalog | None) -> dict[str, GPUSpec]:
         for node in system.node_types:
             if node.gpu is not None:
                 found.setdefault(node.gpu.model, node.gpu)
-    known = {name.lower() for name in found}
+    catalog_words = [_words(name) for name in found]
     for name in DATASHEET_GPUS:
-        if name.lower() in known:
-            continue
+        if any(_words(name) <= words for words in catalog_words):
+            continue  # the catalog's own name for that card (its figures win)
         sheet = datasheet_spec(name)
         found[name] = GPUSpec(
             model=name,
