@@ -158,6 +158,7 @@ def answer_of(
     peak = Quantiles.of(memory)
     basis = estimate.runtime_s.coverage_basis
     exact = estimate.runtime_s.low == estimate.runtime_s.high
+    shares = estimate.work_priced
     return OptionAnswer(
         system=system or option.system,
         partition=partition or option.partition,
@@ -168,7 +169,13 @@ def answer_of(
         peak_memory_mb=peak,
         run_s=Quantiles.of(estimate.runtime_s),
         estimator=estimate.estimator_id,
-        coverage_basis=AnswerBasis(interval="exact" if exact else basis),
+        coverage_basis=AnswerBasis(
+            interval="exact" if exact else basis,
+            learned_share=None if shares is None else shares.learned,
+            analytic_share=None if shares is None else shares.analytic,
+            unpriced_share=None if shares is None else shares.unpriced,
+            unreported=shares is None,
+        ),
         fits=capacity_mb is None or peak.p90 <= capacity_mb,
         validation_error=estimate.validation_error,
         gpu_memory=estimate.gpu_memory if on_gpu else None,

@@ -224,4 +224,5 @@ class ModelFileCpuEstimator:
             estimator_id=answer.estimator,
             validation_error=answer.validation_mape,
             label=answer.note,
+            work_priced=answer.work_priced,
         )

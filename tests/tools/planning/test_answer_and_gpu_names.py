@@ -84,3 +84,23 @@ def test_answer_of_takes_the_start_up_off_the_run_for_the_iteration_time() -> No
     assert answer.iteration_time_s == Quantiles(p10=1.0, p50=2.0, p90=4.0)
     assert answer.run_s.p50 == 70 and answer.peak_memory_mb.p90 == 1500
     assert answer.coverage_basis.interval == "assumed" and answer.coverage_basis.unreported
+
+
+def test_the_answer_says_how_the_traced_work_was_priced_where_the_estimator_reports_it() -> None:
+    from knowledge_base.records import WorkPriced
+
+    workload = DNNTraining(model="resnet50", dataset_samples=1000, epochs=2, batch_sizes=[100])
+    option = PlanOption(
+        system="s", partition="p", node_type="n", nodes=1, cores_per_node=4, gpus_per_node=0,
+        memory_mb=2000, walltime_s=500, batch_size=100,
+    )  # fmt: skip
+    estimate = ResourceEstimate(
+        option=option,
+        runtime_s=Interval(point=70, low=30, high=200, coverage_basis="held_out"),
+        memory_mb=Interval(point=1000, low=900, high=1500),
+        estimator_id="cpu-opcost",
+        work_priced=WorkPriced(learned=0.3, analytic=0.6, unpriced=0.1),
+    )
+    basis = answer_of(estimate, workload).coverage_basis
+    assert (basis.learned_share, basis.analytic_share, basis.unpriced_share) == (0.3, 0.6, 0.1)
+    assert basis.interval == "held_out" and not basis.unreported

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from knowledge_base.catalog import Catalog
 from knowledge_base.errors import InvalidInputError
-from knowledge_base.records import EstimatorRecord
+from knowledge_base.records import EstimatorRecord, WorkPriced
 from knowledge_base.store import KnowledgeBase
 from tools.estimators.dnn.bundle import TARGETS, EstimatorBundle, train_bundle
 from tools.estimators.dnn.dataset import (
@@ -390,6 +390,9 @@ class OptionEstimate(BaseModel):
     validation_mape: float | None = Field(
         default=None, description="The time estimator's validation MAPE (fraction), if known"
     )
+    work_priced: WorkPriced | None = Field(
+        default=None, description="How the per-operator model priced the step's work"
+    )
 
 
 def smoke_step(
@@ -507,8 +510,10 @@ def estimate(
                         else "trained on this machine kind"
                     ),
                 )
+                work_priced = None
                 if per_cpu is not None and per_op is not None:
                     iteration, validation_mape, note = per_op
+                    work_priced = _work_priced(per_cpu, data)
                     memory_id = ids.get("peak_memory_mb", f"dnn-{chosen['peak_memory_mb']}")
                     estimator = f"{per_cpu.estimator_id}, {memory_id}"
             else:
@@ -533,8 +538,10 @@ def estimate(
                     optimizer,
                     memory="analytic op-graph model (untrained for this CPU model)",
                 )
+                work_priced = None
                 if calibrated is not None and per_op is not None:
                     iteration, validation_mape, note = per_op
+                    work_priced = _work_priced(calibrated, data)
                     estimator = f"{calibrated.estimator_id}, {ANALYTIC_OPGRAPH_ID}"
                 elif option.local and option.spec.kind == "cpu":
                     note += (
@@ -560,9 +567,27 @@ def estimate(
                     iterations=iterations,
                     note=note,
                     validation_mape=validation_mape,
+                    work_priced=work_priced,
                 )
             )
     return out
+
+
+def _work_priced(opcost: OpCostModel, data: GraphData) -> WorkPriced | None:
+    """The per-operator model's pricing coverage of the step (``dnn.coverage``, issue #40
+    item 3), of the FLOPs where the step has any, else of the bytes; None where the model
+    file records no timed domain."""
+    try:  # engineer 40b's module, merged alongside this door (remove the guard then)
+        from tools.estimators.dnn.coverage import pricing_coverage  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    found = pricing_coverage(data, opcost.meta.get("timed_domain"))
+    if found is None:
+        return None
+    shares = found.flops if sum(found.flops.values()) > 0 else found.bytes
+    return WorkPriced(
+        learned=shares["learned"], analytic=shares["analytic"], unpriced=shares["none"]
+    )
 
 
 def _opcost_for(
