@@ -119,7 +119,7 @@ def _footer(refused: list[str]) -> None:
         console.print(f"[yellow]no estimate[/] {reason}", highlight=False, soft_wrap=True)
     console.print(
         "[dim]peak memory: per GPU on GPUs; on CPUs the training process's host memory "
-        "(training above `import torch`, plus 230 MB for the interpreter and torch); "
+        "(trained CPU estimators: training above `import torch`, plus 230 MB for it); "
         "run = iterations x time + start-up (10/30/120 s at p10/p50/p90)[/]",
         highlight=False,
     )
