@@ -13,6 +13,7 @@ same options with the same chain and the same ``answer_of``, so their p50s are t
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -176,17 +177,25 @@ async def estimate_model_file(
     """Every option's answer (options in the order asked, batch sizes ascending) and,
     for options no estimator answered, why. Bad input raises ``InvalidInputError``."""
     spec = model_file_spec(request)
+    workload = spec.workload
+    assert isinstance(workload, DNNTraining)
     # The names first (cheap), then the file: an unknown GPU is refused before tracing.
     candidates = _candidates(request, spec, catalog)
-    assert isinstance(spec.workload, DNNTraining)
-    check_model_file(spec.workload, chain.traces)
+    # Tracing and pricing run the model's code and torch: off the event loop (the MCP
+    # server keeps serving meanwhile).
+    await asyncio.to_thread(check_model_file, workload, chain.traces)
     estimators: list[Estimator] = await chain.estimators(spec, catalog or Catalog(), now)
-    answers: list[OptionAnswer] = []
-    refused: list[str] = []
-    for candidate, capacity in candidates:
-        estimate = estimate_first(estimators, spec.workload, candidate)
-        if isinstance(estimate, NoEstimate):
-            refused.append(f"{candidate.where} at batch {candidate.batch_size}: {estimate.reason}")
-            continue
-        answers.append(answer_of(estimate, spec.workload, capacity_mb=capacity))
-    return answers, refused
+
+    def answer_all() -> tuple[list[OptionAnswer], list[str]]:
+        answers: list[OptionAnswer] = []
+        refused: list[str] = []
+        for candidate, capacity in candidates:
+            estimate = estimate_first(estimators, workload, candidate)
+            if isinstance(estimate, NoEstimate):
+                where = f"{candidate.where} at batch {candidate.batch_size}"
+                refused.append(f"{where}: {estimate.reason}")
+                continue
+            answers.append(answer_of(estimate, workload, capacity_mb=capacity))
+        return answers, refused
+
+    return await asyncio.to_thread(answer_all)
