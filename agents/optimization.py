@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -36,7 +35,7 @@ from knowledge_base.workload import DNNTraining, WorkloadSpec
 from tools.actuators.base import Executor
 from tools.planning.builder import PlanningConfig
 from tools.planning.cost import DollarRates
-from tools.planning.estimation import Candidate, NoEstimate, Workload
+from tools.planning.fixed_estimates import FixedEstimates
 from tools.planning.queue import QueueModel, QueueSnapshot, live_snapshot
 from tools.planning.results import PlannedOption
 from tools.planning.selector import Selection, plan
@@ -59,42 +58,6 @@ class OptimizationConfig(BaseModel):
     alternatives: int = Field(default=4, ge=0, description="Next-best plans in the answer")
     infeasible: int = Field(default=10, ge=0, description="Reasons in the answer")
     live_queue: bool = Field(default=True, description="Ask executors for their queue")
-
-
-@dataclass(frozen=True)
-class FixedEstimates:
-    """The planner's estimator seam over estimates someone else computed.
-
-    Matches a candidate by system, node type, nodes, cores, GPUs and batch size, and by
-    partition unless ``any_partition``: the estimate of a hardware shape holds on every
-    partition that runs on it (what a re-plan needs to consider moving).
-    """
-
-    estimates: tuple[ResourceEstimate, ...]
-    any_partition: bool = False
-
-    @property
-    def estimator_id(self) -> str:
-        ids = sorted({e.estimator_id for e in self.estimates})
-        return "+".join(ids) or "none"
-
-    def estimate(self, workload: Workload, candidate: Candidate) -> ResourceEstimate | NoEstimate:
-        for known in self.estimates:
-            option = known.option
-            if (
-                option.system == candidate.system.name
-                and (self.any_partition or option.partition == candidate.partition.name)
-                and option.node_type in (None, candidate.node_type.name)
-                and option.nodes == candidate.nodes
-                and option.cores_per_node == candidate.cores_per_node
-                and option.gpus_per_node == candidate.gpus_per_node
-                and option.batch_size == candidate.batch_size
-            ):
-                if option.partition == candidate.partition.name:
-                    return known
-                moved = option.model_copy(update={"partition": candidate.partition.name})
-                return known.model_copy(update={"option": moved})
-        return NoEstimate(f"Resource Estimation gave no estimate for {candidate.where}")
 
 
 def remaining_work(

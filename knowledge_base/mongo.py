@@ -203,9 +203,10 @@ class MongoKnowledgeBase(KnowledgeBase):
     async def query_jobs(self, query: JobQuery) -> list[JobRecord]:
         async with self._errors():
             flt = _job_filter(query)
+            way = DESCENDING if query.newest_first else ASCENDING
             cursor = (
                 self._db.jobs.find(flt)
-                .sort([("submit_ts", ASCENDING), ("_id", ASCENDING)])
+                .sort([("submit_ts", way), ("_id", way)])
                 .limit(query.limit)
             )
             return [JobRecord.model_validate(d["doc"]) async for d in cursor]

@@ -117,6 +117,15 @@ class GpuMemoryPeak(_Model):
     method: str = "fake-tensor trace + CUDA caching allocator replay"
 
 
+class WorkPriced(_Model):
+    """Shares of a traced step's work (FLOPs; bytes where it has none) an estimator priced
+    from learned data, analytically, and not at all (they sum to 1)."""
+
+    learned: float = Field(ge=0, le=1)
+    analytic: float = Field(ge=0, le=1)
+    unpriced: float = Field(ge=0, le=1)
+
+
 class ResourceEstimate(_Model):
     """What a workload needs on one option, and how sure the estimator is."""
 
@@ -133,6 +142,9 @@ class ResourceEstimate(_Model):
     )
     error_metric: str = "mape"
     label: str = Field(default="", description="Shown to users, e.g. 'untrained: wide interval'")
+    work_priced: WorkPriced | None = Field(
+        default=None, description="How the traced work was priced (None: not reported)"
+    )
 
 
 class Cost(_Model):

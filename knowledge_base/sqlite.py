@@ -322,7 +322,8 @@ class SQLiteKnowledgeBase(KnowledgeBase):
 
     async def query_jobs(self, query: JobQuery) -> list[JobRecord]:
         where, params = self._job_filter(query)
-        sql = f"SELECT doc FROM jobs {where} ORDER BY submit_ts, job_id LIMIT ?"
+        order = "submit_ts DESC, job_id DESC" if query.newest_first else "submit_ts, job_id"
+        sql = f"SELECT doc FROM jobs {where} ORDER BY {order} LIMIT ?"
         params.append(query.limit)
         rows = await self._run(lambda: self._select(sql, params))
         return self._docs(JobRecord, rows)

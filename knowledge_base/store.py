@@ -64,6 +64,11 @@ class JobQuery(BaseModel):
     plan_id: str | None = None
     submitted_after: datetime | None = None
     submitted_before: datetime | None = None
+    newest_first: bool = Field(
+        default=False,
+        description="Ordered by submit time, newest first (the latest ``limit`` jobs); "
+        "else oldest first",
+    )
     limit: int = Field(default=1000, ge=1, le=1_000_000)
 
 

@@ -17,7 +17,7 @@ from agents.metrics import CenterMetrics
 from knowledge_base.catalog import System
 from knowledge_base.store import KnowledgeBase
 from tools.actuators.base import Executor
-from tools.planning.chain import PromotedLoader
+from tools.planning.chain import ChainConfig, EstimatorChain, PromotedLoader
 from tools.planning.cost import DollarRates
 
 __all__ = ["AppContext", "ServerDeps"]
@@ -41,6 +41,15 @@ class ServerDeps:
     promoted: PromotedLoader | None = None
     """Loads Model Promotion's promoted estimator into the estimator chain; None: the
     chain serves without it."""
+    cpu_opcost: Path | None = None
+    """A per-operator CPU model's folder to answer with (None: the shipped one)."""
+    dnn_models: Path | None = None
+    """A DNN estimator bundle's folder to answer with (None: the shipped one)."""
+
+    def chain_config(self) -> ChainConfig:
+        return ChainConfig(
+            home=self.home, cpu_opcost_dir=self.cpu_opcost, dnn_models_dir=self.dnn_models
+        )
 
 
 @dataclass(slots=True)
@@ -50,3 +59,10 @@ class AppContext:
     kb: KnowledgeBase
     deps: ServerDeps
     bus: Bus | None
+
+    def chain(self) -> EstimatorChain:
+        """The server's one estimator chain (what the CLI's ``plan`` and ``estimate`` ask,
+        with these settings): every tool that estimates asks it."""
+        from tools.planning.service import shared_chain
+
+        return shared_chain(self.kb, config=self.deps.chain_config(), promoted=self.deps.promoted)

@@ -74,7 +74,7 @@ def build_server(
         async with AsyncExitStack() as stack:
             kb = await stack.enter_async_context(deps.open_kb())
             # The server's one estimator chain: histories train once, not once a call.
-            shared_chain(kb, promoted=deps.promoted)
+            shared_chain(kb, config=deps.chain_config(), promoted=deps.promoted)
             bus = await stack.enter_async_context(deps.open_bus()) if deps.open_bus else None
             yield AppContext(kb=kb, deps=deps, bus=bus)
 

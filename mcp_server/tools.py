@@ -20,41 +20,49 @@ answered as not found, never shown.
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import contextlib
 import inspect
 import logging
-import math
-import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime
-from pathlib import Path
-from typing import Annotated, Any, Literal, Self, TypeVar
+from typing import Annotated, Any, Self, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from agents import ledger
 from knowledge_base.catalog import NodeType, Partition, System
 from knowledge_base.errors import InvalidInputError, RightsizeError
-from knowledge_base.records import Cost, JobRecord, Plan, PlanStatus, ResourceEstimate
+from knowledge_base.records import Cost, JobRecord, Plan, PlanStatus
 from knowledge_base.store import JobQuery
-from knowledge_base.workload import DNNTraining, GenericJob, Objective, WorkloadSpec
+from knowledge_base.workload import DNNTraining, Objective, WorkloadSpec
 from mcp_server.auth import current_user
 from mcp_server.context import AppContext
+from mcp_server.estimate_tools import (
+    EstimateResourcesInput,
+    EstimateResourcesResult,
+    ModelFile,
+    estimate_resources,
+)
+from mcp_server.tool_models import (
+    PLAN_ID_EXAMPLE,
+    WORKLOAD_EXAMPLE,
+    _bounded,
+    _Input,
+    _Result,
+    _WorkloadInput,
+)
 from tools.actuators.model import JobStatus
-from tools.planning.builder import BuildContext, PlanningConfig
 from tools.planning.confirm import Confirmation
 from tools.planning.model_files import check_model_file, is_model_file
 from tools.planning.results import Infeasible, PlanSummary
 from tools.planning.selector import Selection
-from tools.planning.service import gather_estimators, plan_workload
-from tools.planning.whatif import what_if as run_what_if
+from tools.planning.service import plan_workload
 
 __all__ = [
     "TOOLS",
@@ -85,92 +93,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-MODEL_FILE_MAX_CHARS = 200_000
-
-# Bounds on what one request may ask for. The domain model has no upper limits (a trace may
-# hold anything); a request past these is a mistake, and answering it would only burn CPU.
-_LIMITS: dict[str, int] = {
-    "workload.epochs": 100_000,
-    "workload.dataset_samples": 10**12,
-    "workload.max_nodes": 100_000,
-    "workload.nodes": 100_000,
-    "workload.cores": 10_000_000,
-    "workload.gpus": 1_000_000,
-    "workload.memory_mb": 10**9,
-    "workload.walltime_s": 10 * 365 * 86_400,
-}
-
-
-class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _Result(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-def _bounded(spec: WorkloadSpec) -> WorkloadSpec:
-    """Refuse absurd sizes with the field and the value."""
-    w = spec.workload
-    values: dict[str, int | None] = {}
-    if isinstance(w, DNNTraining):
-        values = {
-            "workload.epochs": w.epochs,
-            "workload.dataset_samples": w.dataset_samples,
-            "workload.max_nodes": w.max_nodes,
-        }
-        if len(w.batch_sizes) > 64:
-            raise ValueError(f"workload.batch_sizes: at most 64 sizes, got {len(w.batch_sizes)}")
-        for size in w.batch_sizes:
-            if size > 1_000_000:
-                raise ValueError(f"workload.batch_sizes: {size} is past 1,000,000")
-        if len(w.input_shape) > 8 or math.prod(w.input_shape or [1]) > 10**9:
-            raise ValueError(f"workload.input_shape: {w.input_shape} is past 1e9 values")
-    elif isinstance(w, GenericJob):
-        values = {
-            "workload.nodes": w.nodes,
-            "workload.cores": w.cores,
-            "workload.gpus": w.gpus,
-            "workload.memory_mb": w.memory_mb,
-            "workload.walltime_s": w.walltime_s,
-        }
-    for name, value in values.items():
-        if value is not None and value > _LIMITS[name]:
-            raise ValueError(f"{name}: {value} is past the limit {_LIMITS[name]:,}")
-    return spec
-
-
-# What an assistant sees as a worked example of a workload (examples/resnet50.yaml).
-WORKLOAD_EXAMPLE: dict[str, Any] = {
-    "name": "resnet50-20k",
-    "user": "alice",
-    "workload": {
-        "kind": "dnn_training",
-        "model": "resnet50",
-        "dataset_samples": 20000,
-        "input_shape": [3, 224, 224],
-        "epochs": 50,
-        "batch_sizes": [32, 64],
-    },
-    "goals": {"objective": "balanced", "systems": ["pitzer"]},
-}
-PLAN_ID_EXAMPLE = "resnet50-20k-dd6afb4072e9"
-
-
-class _WorkloadInput(_Input):
-    workload: WorkloadSpec = Field(
-        description="What to run and for whom: a WorkloadSpec, as in examples/resnet50.yaml "
-        "(kind dnn_training: model, dataset_samples, epochs, batch_sizes; kind generic: "
-        "application, cores, memory_mb, walltime_s)",
-        examples=[WORKLOAD_EXAMPLE],
-    )
-
-    @model_validator(mode="after")
-    def _sizes(self) -> Self:
-        _bounded(self.workload)
-        return self
-
 
 # -- list_systems ---------------------------------------------------------------------
 
@@ -252,187 +174,6 @@ async def describe_partition(
     )
 
 
-# -- estimate_resources ---------------------------------------------------------------
-
-
-class ModelFile(_Input):
-    """The text of a PyTorch model file and how it trains (as ``rightsize estimate``)."""
-
-    source: str = Field(min_length=1, max_length=MODEL_FILE_MAX_CHARS, description="Python text")
-    model_class: str = Field(
-        min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-        description="The nn.Module subclass in the file", examples=["Net"],
-    )  # fmt: skip
-    batch_sizes: list[int] = Field(
-        min_length=1, max_length=16, description="Batch sizes to estimate", examples=[[32, 64]]
-    )
-    epochs: int = Field(default=50, ge=1, le=100_000, description="Training epochs")
-    samples: int = Field(default=20_000, ge=1, le=10**12, description="Per epoch")
-    optimizer: Literal["sgd", "adam"] = "sgd"
-    hardware: list[str] = Field(
-        default_factory=lambda: ["all"],
-        min_length=1,
-        max_length=32,
-        description="all, SYSTEM or SYSTEM/PARTITION",
-    )
-    input_shape: list[int] | None = Field(
-        default=None, max_length=8, description="One sample's shape, e.g. C,H,W",
-        examples=[[3, 32, 32]],
-    )  # fmt: skip
-    num_classes: int | None = Field(default=None, ge=1, le=10_000_000, description="Output classes")
-
-    @model_validator(mode="after")
-    def _sizes(self) -> Self:
-        for size in self.batch_sizes:
-            if not 1 <= size <= 65_536:
-                raise ValueError(f"model_file.batch_sizes: {size} is not in 1..65536")
-        for dim in self.input_shape or []:
-            if not 1 <= dim <= 100_000:
-                raise ValueError(f"model_file.input_shape: {dim} is not in 1..100000")
-        if "local" in self.hardware:
-            raise ValueError("model_file.hardware: 'local' is the server's machine, not yours")
-        return self
-
-
-class EstimateResourcesInput(_Input):
-    workload: WorkloadSpec | None = Field(
-        default=None, description="Estimate this workload", examples=[WORKLOAD_EXAMPLE]
-    )
-    model_file: ModelFile | None = Field(
-        default=None, description="Or this model file (its text and how it trains)"
-    )
-    top: int = Field(default=20, ge=1, le=500, description="Estimates to return at most")
-
-    @model_validator(mode="after")
-    def _one(self) -> Self:
-        if (self.workload is None) == (self.model_file is None):
-            raise ValueError("give exactly one of workload or model_file")
-        if self.workload is not None:
-            _bounded(self.workload)
-        return self
-
-
-class OptionEstimateOut(_Result):
-    """One hardware option and batch size for a model file (``rightsize estimate --json``)."""
-
-    hardware: str
-    batch_size: int
-    iteration_time_s: dict[str, float]
-    peak_memory_mb: dict[str, float]
-    walltime_s: dict[str, float]
-    fits: bool
-    estimator: str
-    iterations: int
-    validation_mape: float | None = Field(
-        default=None,
-        description="The time estimator's error on held-out model files (0.2 = 20%), if known",
-    )
-    note: str = ""
-
-
-class EstimateResourcesResult(_Result):
-    estimates: list[ResourceEstimate] = Field(
-        default_factory=list, description="Per feasible option (workload), fastest first"
-    )
-    model_file_estimates: list[OptionEstimateOut] = Field(default_factory=list)
-    options: int = Field(description="Options estimated in all")
-    infeasible: int = 0
-
-
-_CLI_FIELDS = {
-    "--model-file": "model_file.source",
-    "--model-class": "model_file.model_class",
-    "--input-shape": "model_file.input_shape",
-    "--num-classes": "model_file.num_classes",
-    "--batch-size": "model_file.batch_sizes",
-}
-
-
-def _model_file_estimates(model: ModelFile, app: AppContext, catalog: Any) -> list[Any]:
-    """The DNN estimator on the model's text (``rightsize estimate``'s path, no smoke step)."""
-    try:
-        ast.parse(model.source)
-    except SyntaxError as exc:
-        raise InvalidInputError(
-            f"does not parse: {exc.msg} at line {exc.lineno}", field="model_file.source"
-        ) from None
-    if not app.deps.allow_model_code:
-        raise InvalidInputError(
-            "this server does not run model code (start it with --allow-model-code)",
-            field="model_file",
-        )
-    try:
-        from tools.estimators.dnn.dataset import graph_data
-        from tools.estimators.dnn.service import estimate, hardware_options, load_bundle
-        from tools.estimators.dnn.usermodel import load_user_model
-    except ImportError as exc:  # being finished alongside this server
-        raise InvalidInputError(
-            f"the DNN estimator is not available: {exc}", field="model_file"
-        ) from None
-    with tempfile.TemporaryDirectory(prefix="rightsize-mcp-") as folder:
-        path = Path(folder) / "model.py"
-        path.write_text(model.source, encoding="utf-8")
-        try:
-            user_model = load_user_model(
-                path,
-                model.model_class,
-                input_shape=model.input_shape,
-                num_classes=model.num_classes,
-            )
-            graphs = {size: graph_data(user_model.graph(size)) for size in model.batch_sizes}
-        except InvalidInputError as exc:
-            text = str(exc)
-            for prefix in (exc.source, exc.field):
-                if prefix:
-                    text = text.removeprefix(f"{prefix}: ")
-            field = _CLI_FIELDS.get(exc.field or "", "model_file")
-            raise InvalidInputError(text.replace(str(path), "model.py"), field=field) from None
-        except Exception as exc:  # the user's code: anything can go wrong in it
-            raise InvalidInputError(
-                f"the model does not trace: {type(exc).__name__}: {exc}",
-                field="model_file.source",
-            ) from None
-    try:
-        bundle, _ = load_bundle(app.deps.home, train=False)
-    except InvalidInputError:
-        bundle = None  # untrained: the analytic op-graph estimate, labelled as such
-    options = hardware_options(model.hardware, catalog, None)
-    return estimate(
-        graphs,
-        epochs=model.epochs,
-        samples=model.samples,
-        optimizer=model.optimizer,
-        options=options,
-        bundle=bundle,
-    )
-
-
-async def estimate_resources(
-    request: EstimateResourcesInput, app: AppContext, user: str
-) -> EstimateResourcesResult:
-    catalog = await app.kb.get_catalog()
-    if request.model_file is not None:
-        rows = await asyncio.to_thread(_model_file_estimates, request.model_file, app, catalog)
-        return EstimateResourcesResult(
-            model_file_estimates=[
-                OptionEstimateOut.model_validate(r.model_dump(mode="json"))
-                for r in rows[: request.top]
-            ],
-            options=len(rows),
-        )
-    assert request.workload is not None
-    spec = request.workload
-    estimators = await gather_estimators(app.kb, spec, catalog)
-    context = BuildContext(spec=spec, config=PlanningConfig(), rates=app.deps.rates, queue=None)
-    result = run_what_if(spec, catalog, context, estimators)
-    ranked = sorted(result.feasible, key=lambda p: p.expected_run_s)
-    return EstimateResourcesResult(
-        estimates=[p.estimate for p in ranked[: request.top]],
-        options=len(result.feasible) + len(result.infeasible),
-        infeasible=len(result.infeasible),
-    )
-
-
 # -- what_if / build_plan / explain_infeasibility ---------------------------------------
 
 
@@ -466,7 +207,7 @@ async def _select(
         # Tracing the file runs its code and torch: off the event loop.
         await asyncio.to_thread(check_model_file, workload)
     catalog = await app.kb.get_catalog()
-    estimators = await gather_estimators(app.kb, spec, catalog)
+    estimators = await app.chain().estimators(spec, catalog)
     return plan_workload(spec, catalog, estimators, objective=objective, rates=app.deps.rates)
 
 
@@ -752,10 +493,11 @@ async def get_job_history(request: JobHistoryInput, app: AppContext, user: str) 
             plan_id=request.plan_id,
             application=request.application,
             submitted_after=request.submitted_after,
-            limit=1_000_000,
+            newest_first=True,
+            limit=request.limit,
         )
     )
-    return JobHistoryResult(user=user, jobs=list(reversed(jobs))[: request.limit])
+    return JobHistoryResult(user=user, jobs=jobs)
 
 
 # -- registration -------------------------------------------------------------------------

@@ -27,6 +27,16 @@ class Settings(BaseSettings):
         "or MongoDB when mongo_url is set",
     )
     mongo_url: str | None = Field(default=None, description="MongoDB URL (RIGHTSIZE_MONGO_URL)")
+    dnn_models: Path | None = Field(
+        default=None,
+        description="Folder of a trained DNN estimator bundle to answer with instead of the "
+        "shipped one (RIGHTSIZE_DNN_MODELS)",
+    )
+    cpu_opcost: Path | None = Field(
+        default=None,
+        description="Folder of a per-operator CPU model to answer with instead of the shipped "
+        "one (RIGHTSIZE_CPU_OPCOST)",
+    )
 
     executor: Literal["auto", "slurm", "tapis", "simulated"] = Field(
         default="auto",

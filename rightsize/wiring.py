@@ -24,12 +24,13 @@ from tools.actuators.slurm_catalog import controller_answers
 from tools.actuators.slurm_commands import SlurmCommands
 
 if TYPE_CHECKING:  # the estimator chain loads when a front end plans
-    from tools.planning.chain import PromotedEstimator
+    from tools.planning.chain import ChainConfig, PromotedEstimator
 
 __all__ = [
     "AUTO_FELL_BACK",
     "EXECUTORS",
     "ExecutorKind",
+    "chain_config",
     "knowledge_base",
     "open_executor",
     "open_simulated",
@@ -72,6 +73,17 @@ def promoted_loader(record: EstimatorRecord) -> PromotedEstimator:
     from agents.estimation import promoted_runtime_estimator
 
     return promoted_runtime_estimator(record)
+
+
+def chain_config(settings: Settings) -> ChainConfig:
+    """The estimator chain's settings: where trained models and calibrations live."""
+    from tools.planning.chain import ChainConfig
+
+    return ChainConfig(
+        home=settings.home.expanduser(),
+        cpu_opcost_dir=settings.cpu_opcost,
+        dnn_models_dir=settings.dnn_models,
+    )
 
 
 def slurm_answers(commands: SlurmCommands | None = None) -> bool:

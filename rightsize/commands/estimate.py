@@ -16,21 +16,21 @@ on bad input nothing is written to the estimator registry.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich import box
 from rich.table import Table
 
-from knowledge_base.catalog import Catalog
 from knowledge_base.errors import InvalidInputError, RightsizeError
 from rightsize.output import console, emit, fail
 from rightsize.settings import Settings
-from rightsize.wiring import knowledge_base
+from rightsize.wiring import chain_config, knowledge_base, promoted_loader
 
 if TYPE_CHECKING:
     from tools.estimators.gpu.promoted import ServingCorrection
@@ -75,11 +75,6 @@ def _shape(text: str | None) -> list[int] | None:
         ) from None
 
 
-async def _catalog(settings: Settings) -> Catalog:
-    async with knowledge_base(settings) as kb:
-        return await kb.get_catalog()
-
-
 async def _register(settings: Settings, bundle: object, folder: Path) -> list[str]:
     from tools.estimators.dnn.bundle import EstimatorBundle
     from tools.estimators.dnn.service import register as register_bundle
@@ -89,29 +84,43 @@ async def _register(settings: Settings, bundle: object, folder: Path) -> list[st
         return await register_bundle(kb, bundle, folder)
 
 
-def _render(estimates: list[dict[str, object]]) -> None:
+def _table_row(row: dict[str, Any]) -> tuple[str, ...]:
+    t, m, w = row["iteration_time_s"] or {}, row["peak_memory_mb"], row["run_s"]
+    return (
+        _hardware(row),
+        str(row["batch_size"]),
+        f"{t['p50']:.4g} ({t['p10']:.3g}-{t['p90']:.3g})" if t else "-",
+        f"{m['p50']:.0f} MB ({m['p10']:.0f}-{m['p90']:.0f})",
+        f"{w['p50'] / 3600:.2f} h ({w['p10'] / 3600:.2f}-{w['p90'] / 3600:.2f})",
+        "yes" if row["fits"] else "no",
+        _short(str(row["estimator"])),
+    )
+
+
+def _hardware(row: dict[str, Any]) -> str:
+    system, partition = str(row["system"]), str(row["partition"])
+    return partition if system in ("local", "gpu") else f"{system}/{partition}"
+
+
+def _render(estimates: list[dict[str, Any]], refused: list[str]) -> None:
     table = Table(title="Estimated training (p50, with p10-p90)")
-    for column in ("hardware", "batch", "s/iteration", "peak memory", "walltime", "fits", "by"):
+    for column in ("hardware", "batch", "s/iteration", "peak memory", "run", "fits", "by"):
         table.add_column(column, overflow="fold")
     for row in estimates:
-        t, m, w = row["iteration_time_s"], row["peak_memory_mb"], row["walltime_s"]
-        assert isinstance(t, dict) and isinstance(m, dict) and isinstance(w, dict)
-        table.add_row(
-            str(row["hardware"]),
-            str(row["batch_size"]),
-            f"{t['p50']:.4g} ({t['p10']:.3g}-{t['p90']:.3g})",
-            f"{m['p50']:.0f} MB ({m['p10']:.0f}-{m['p90']:.0f})",
-            f"{w['p50'] / 3600:.2f} h ({w['p10'] / 3600:.2f}-{w['p90'] / 3600:.2f})",
-            "yes" if row["fits"] else "no",
-            _short(str(row["estimator"])),
-        )
+        table.add_row(*_table_row(row))
     console.print(table)
     for name in sorted({str(row["estimator"]) for row in estimates}):
         console.print(f"estimator: {name}", highlight=False, soft_wrap=True)
+    _footer(refused)
+
+
+def _footer(refused: list[str]) -> None:
+    for reason in refused:
+        console.print(f"[yellow]no estimate[/] {reason}", highlight=False, soft_wrap=True)
     console.print(
-        "[dim]peak memory: training memory above the process's resident set after "
-        "`import torch` (host) or on the GPU; walltime = iterations x time + start-up "
-        "(10/30/120 s at p10/p50/p90)[/]",
+        "[dim]peak memory: per GPU on GPUs; on CPUs the training process's host memory "
+        "(trained CPU estimators: training above `import torch`, plus 230 MB for it); "
+        "run = iterations x time + start-up (10/30/120 s at p10/p50/p90)[/]",
         highlight=False,
     )
 
@@ -119,44 +128,36 @@ def _render(estimates: list[dict[str, object]]) -> None:
 COMPACT_OVER_ROWS = 12  # more rows than this: the best option per system, unless --details
 
 
-def _render_compact(estimates: list[dict[str, object]]) -> None:
-    """The best option of each system (shortest p50 walltime among those that fit)."""
-    systems: dict[str, list[dict[str, object]]] = {}
+def _render_compact(estimates: list[dict[str, Any]], refused: list[str]) -> None:
+    """The best option of each system (shortest p50 run among those that fit)."""
+    systems: dict[str, list[dict[str, Any]]] = {}
     for row in estimates:
-        systems.setdefault(str(row["hardware"]).split("/")[0], []).append(row)
+        systems.setdefault(str(row["system"]), []).append(row)
     table = Table(
         title=f"Best option per system ({len(estimates)} estimates; --details for all)",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
-    for column in ("system", "best option", "batch", "walltime p50", "peak memory", "fit"):
+    for column in ("system", "best option", "batch", "run p50", "peak memory", "fit"):
         table.add_column(column, overflow="fold")
     for name, rows in systems.items():
         fitting = [r for r in rows if r["fits"]]
-
-        def walltime(row: dict[str, object]) -> float:
-            value = row["walltime_s"]
-            assert isinstance(value, dict)
-            return float(value["p50"])
-
-        best = min(fitting or rows, key=walltime)
-        memory = best["peak_memory_mb"]
-        assert isinstance(memory, dict)
+        best = min(fitting or rows, key=lambda row: float(row["run_s"]["p50"]))
         table.add_row(
             name,
-            str(best["hardware"]).split("/", 1)[-1],
+            str(best["partition"]),
             str(best["batch_size"]),
-            f"{walltime(best) / 3600:.2f} h",
-            f"{memory['p50']:.0f} MB",
+            f"{best['run_s']['p50'] / 3600:.2f} h",
+            f"{best['peak_memory_mb']['p50']:.0f} MB",
             f"{len(fitting)} of {len(rows)}",
         )
     console.print(table)
     console.print(
-        "[dim]fit: options whose memory fits the hardware; walltime = iterations x time + "
-        "start-up (10/30/120 s at p10/p50/p90); --json or --details for every option and "
-        "batch size[/]",
+        "[dim]fit: options whose memory fits the hardware; --json or --details for every "
+        "option and batch size[/]",
         highlight=False,
     )
+    _footer(refused)
 
 
 def _short(estimator: str) -> str:
@@ -182,8 +183,8 @@ def estimate_command(
     gpu: list[str] = typer.Option(
         [],
         "--gpu",
-        help="A GPU model of the catalog's hardware table, or a datasheet GPU no partition "
-        "has (L4, H100 SXM, T4) (repeatable)",
+        help="A GPU of the catalog, or a datasheet GPU no partition has (L4, H100 SXM, T4); "
+        "a name several GPUs share is refused with all of them (repeatable)",
     ),
     gpu_spec: list[Path] = typer.Option(
         [], "--gpu-spec", help="A GPU's specs in NeuSight's device-config keys (repeatable)"
@@ -196,20 +197,14 @@ def estimate_command(
         False, "--details", help="Every option and batch size (default: best per system)"
     ),
 ) -> None:
-    """Estimate time per iteration, peak memory and walltime of your own model file."""
-    settings = Settings()
-    try:
-        from tools.estimators.dnn.dataset import graph_data
-        from tools.estimators.dnn.service import (
-            estimate,
-            hardware_options,
-            load_bundle,
-            load_host_opcost,
-            load_opcost,
-            smoke_step,
-        )
-        from tools.estimators.dnn.usermodel import load_user_model
+    """Estimate time per iteration, peak memory and run time of your own model file.
 
+    Every option is answered by the planner's estimator chain (``rightsize plan`` gives
+    the same numbers for the same option); ``--gpu-spec`` files by the per-operator GPU
+    model directly (no partition or catalog GPU stands for them)."""
+    settings = Settings()
+    refused: list[str] = []
+    try:
         sizes = _batch_sizes(batch_size, list(ctx.args))
         if epochs <= 0:
             raise InvalidInputError("must be positive", field="--epochs", value=epochs)
@@ -219,63 +214,124 @@ def estimate_command(
             raise InvalidInputError("must be sgd or adam", field="--optimizer", value=optimizer)
         if threads is not None and threads <= 0:
             raise InvalidInputError("must be positive", field="--threads", value=threads)
-        # Everything about the input is checked before anything is trained or registered,
-        # the GPUs asked for before the model file is loaded.
+        from tools.planning.doors import ModelFileRequest
+
         hardware = hardware or ([] if gpu or gpu_spec else ["local"])
-        needs_catalog = bool(gpu) or any(h != "local" for h in hardware)
-        catalog = asyncio.run(_catalog(settings)) if needs_catalog else None
-        targets = _gpu_targets(gpu, gpu_spec, catalog)
-        user = load_user_model(
-            model_file, model_class, input_shape=_shape(input_shape), num_classes=num_classes
+        request = ModelFileRequest(
+            model_file=model_file,
+            model_class=model_class,
+            batch_sizes=sizes,
+            epochs=epochs,
+            samples=samples,
+            optimizer=optimizer,
+            hardware=hardware,
+            gpus=gpu,
+            threads=threads or 1,
+            input_shape=_shape(input_shape) or [],
+            num_classes=num_classes,
         )
-        # The GPU answers first: their fake-tensor trace names the operator a model
-        # fails on; the CPU estimators' op graph is built only when they are asked.
-        gpu_rows = _gpu_rows(settings, user, sizes, targets, epochs, samples, optimizer)
-        graphs = {size: graph_data(user.graph(size)) for size in sizes} if hardware else {}
-        options = hardware_options(hardware, catalog, threads)
-        if any(o.local for o in options):
-            for size in sizes:
-                result = smoke_step(user, size, optimizer, threads or 1)
-                status = result.get("status")
-                if status == "out_of_memory":
-                    raise InvalidInputError(
-                        f"one training step runs out of memory on this machine "
-                        f"({result.get('error', '')})".rstrip(" ()"),
-                        source=str(model_file),
-                        field="--batch-size",
-                        value=size,
-                    )
-                if status == "crashed":
-                    raise InvalidInputError(
-                        f"one training step fails: {result.get('error', '')}",
-                        source=str(model_file),
-                        field="--model-class",
-                        value=model_class,
-                    )
-        estimates = []
-        if options:
-            bundle, folder = load_bundle(settings.home)
-            ids = asyncio.run(_register(settings, bundle, folder))
-            chosen = {
-                target: next((i for i in ids if f"-{kind}-{target}-" in i), kind)
-                for target, kind in bundle.meta.selected.items()
-            }
-            estimates = estimate(
-                graphs,
-                epochs=epochs,
-                samples=samples,
-                optimizer=optimizer,
-                options=options,
-                bundle=bundle,
-                bundle_ids=chosen,
-                opcost=load_opcost(),
-                host_opcost=load_host_opcost(settings.home),
-            )
+        spec_targets = _spec_targets(gpu_spec)  # a bad spec file before the model loads
+        rows: list[dict[str, Any]] = []
+        if hardware or gpu:
+            answers, refused, chain = asyncio.run(_answers(settings, request))
+            if any(h in ("local", "all") for h in hardware):
+                # After the answers: the child inherits what they loaded (torch, the
+                # traces); before anything is registered.
+                _smoke(request)
+            if any(a.gpus_per_node == 0 for a in answers):
+                asyncio.run(_register_cpu_models(settings, chain))
+            rows = [a.model_dump(mode="json") for a in answers]
+        rows += _spec_rows(settings, request, spec_targets)
+    except InvalidInputError as error:
+        fail(_as_flags(error), as_json)
     except RightsizeError as error:
         fail(error, as_json)
-    rows = [e.model_dump(mode="json") for e in estimates] + gpu_rows
     compact = len(rows) > COMPACT_OVER_ROWS and not details
-    emit({"estimates": rows}, as_json, lambda: (_render_compact if compact else _render)(rows))
+    emit(
+        {"estimates": rows, "no_estimate": refused},
+        as_json,
+        lambda: (_render_compact if compact else _render)(rows, refused),
+    )
+
+
+# The request's fields (``tools.planning.doors``, the planner's workload) as flags.
+_FLAGS = {
+    "workload.model": "--model-file",
+    "workload.model_class": "--model-class",
+    "workload.input_shape": "--input-shape",
+    "workload.model_params.num_classes": "--num-classes",
+    "hardware": "--hardware",
+    "gpus": "--gpu",
+}
+
+
+def _as_flags(error: InvalidInputError) -> InvalidInputError:
+    """The error naming the command's flag instead of the request's field."""
+    flag = _FLAGS.get(error.field or "")
+    if flag is None:
+        return error
+    reason = error.reason
+    for name, other in _FLAGS.items():
+        reason = reason.replace(name, other)
+    return InvalidInputError(reason, source=error.source, field=flag, value=error.value)
+
+
+async def _answers(settings: Settings, request: Any) -> tuple[list[Any], list[str], Any]:
+    """Every option's answer from the process's estimator chain (``tools.planning.doors``)."""
+    import torch  # noqa: F401  (torch sets its loggers' levels when it loads)
+
+    from tools.planning.doors import estimate_model_file
+    from tools.planning.service import shared_chain
+
+    # A model that does not trace is one line naming it, not torch's logged traceback.
+    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
+    async with knowledge_base(settings) as kb:
+        catalog = await kb.get_catalog()
+        chain = shared_chain(kb, config=chain_config(settings), promoted=promoted_loader)
+        answers, refused = await estimate_model_file(request, chain, catalog)
+        return answers, refused, chain
+
+
+async def _register_cpu_models(settings: Settings, chain: Any) -> None:
+    """The CPU estimators that answered go in the registry (HARP's), once."""
+    from tools.estimators.dnn.service import register
+
+    bundle, _, _, _ = chain.cpu_models.get()
+    if bundle is not None:
+        async with knowledge_base(settings) as kb:
+            await register(kb, bundle, chain.cpu_models.bundle_folder)
+
+
+def _smoke(request: Any) -> None:
+    """One real training step here, in a memory-capped child: a batch that does not fit
+    this machine, or a step that fails, is bad input (``--hardware local``)."""
+    from tools.estimators.dnn.service import smoke_step
+    from tools.estimators.dnn.usermodel import load_user_model
+
+    user = load_user_model(
+        request.model_file,
+        request.model_class,
+        input_shape=request.input_shape or None,
+        num_classes=request.num_classes,
+    )
+    for size in request.batch_sizes:
+        result = smoke_step(user, size, request.optimizer, request.threads)
+        status = result.get("status")
+        if status == "out_of_memory":
+            raise InvalidInputError(
+                f"one training step runs out of memory on this machine "
+                f"({result.get('error', '')})".rstrip(" ()"),
+                source=str(request.model_file),
+                field="--batch-size",
+                value=size,
+            )
+        if status == "crashed":
+            raise InvalidInputError(
+                f"one training step fails: {result.get('error', '')}",
+                source=str(request.model_file),
+                field="--model-class",
+                value=request.model_class,
+            )
 
 
 async def _gpu_correction(settings: Settings) -> ServingCorrection | None:
@@ -283,50 +339,63 @@ async def _gpu_correction(settings: Settings) -> ServingCorrection | None:
     from tools.planning.service import shared_chain
 
     async with knowledge_base(settings) as kb:
-        return await shared_chain(kb).serving_gpu_correction()
+        return await shared_chain(kb, config=chain_config(settings)).serving_gpu_correction()
 
 
-def _gpu_targets(
-    names: list[str], spec_files: list[Path], catalog: Catalog | None
-) -> list[GpuSpec]:
-    """The GPUs ``--gpu`` / ``--gpu-spec`` ask about (an unknown name or a bad file: an
-    InvalidInputError naming it)."""
-    if not names and not spec_files:
-        return []
-    from tools.estimators.gpu.answer import gpu_targets
+def _spec_targets(spec_files: list[Path]) -> list[GpuSpec]:
+    """The GPUs ``--gpu-spec`` files describe (a bad file: an InvalidInputError naming it)."""
+    from tools.estimators.gpu.specs import load_spec_file
 
-    return gpu_targets(names, spec_files, catalog)
+    return [load_spec_file(path) for path in spec_files]
 
 
-def _gpu_rows(
-    settings: Settings,
-    user: object,
-    sizes: list[int],
-    targets: list[GpuSpec],
-    epochs: int,
-    samples: int,
-    optimizer: str,
-) -> list[dict[str, object]]:
-    """``--gpu`` / ``--gpu-spec`` answers from the per-operator GPU model (issue #16)."""
+def _spec_rows(settings: Settings, request: Any, targets: list[GpuSpec]) -> list[dict[str, Any]]:
+    """``--gpu-spec`` answers from the per-operator GPU model (issue #16), as answers."""
     if not targets:
         return []
-    from tools.estimators.dnn.usermodel import UserModel
+    from tools.estimators.dnn.usermodel import load_user_model
     from tools.estimators.gpu.answer import gpu_option_estimates
+    from tools.planning.answer import AnswerBasis, OptionAnswer, Quantiles
 
-    assert isinstance(user, UserModel)
+    user = load_user_model(
+        request.model_file,
+        request.model_class,
+        input_shape=request.input_shape or None,
+        num_classes=request.num_classes,
+    )
     # The same answer as the planner's for the same GPU: the center's promoted correction
-    # applies here too (each entry's ``correction`` says so).
+    # applies here too.
     correction = asyncio.run(_gpu_correction(settings))
     rows = gpu_option_estimates(
         lambda size: user.task(size, meta=True),
-        {size: {} for size in sizes},
+        {size: {} for size in request.batch_sizes},
         targets,
-        epochs=epochs,
-        samples=samples,
-        optimizer=optimizer,
+        epochs=request.epochs,
+        samples=request.samples,
+        optimizer=request.optimizer,
         correction=correction,
     )
-    return [row.model_dump(mode="json") for row in rows]
+    answers = []
+    for row in rows:
+        memory = row.peak_memory_mb
+        answers.append(
+            OptionAnswer(
+                system="gpu",
+                partition=row.hardware,
+                nodes=1,
+                gpus_per_node=1,
+                batch_size=row.batch_size,
+                iteration_time_s=Quantiles(**row.iteration_time_s.model_dump()),
+                peak_memory_mb=Quantiles.around(memory.p10, memory.p50, memory.p90),
+                run_s=Quantiles(**row.walltime_s.model_dump()),
+                estimator=row.estimator,
+                coverage_basis=AnswerBasis(interval="held_out"),
+                fits=row.fits,
+                validation_error=row.validation_mape,
+                note=row.note,
+            ).model_dump(mode="json")
+        )
+    return answers
 
 
 @profile_app.command("calibrate")
@@ -351,7 +420,7 @@ def calibrate_command(
         from tools.estimators.dnn.service import load_opcost
         from tools.profiling.profiler import hardware_descriptors
 
-        shipped = load_opcost()
+        shipped = load_opcost(settings.cpu_opcost)
         if shipped is None:
             raise InvalidInputError("no per-operator CPU model to calibrate", field="model")
         unknown = sorted(set(threads) - set(shipped.threads))
@@ -463,7 +532,7 @@ def train_command(
         if out is not None:
             bundle, folder = train_to(settings.home, out, dataset), out
         else:
-            bundle, folder = load_bundle(settings.home, dataset)
+            bundle, folder = load_bundle(settings.home, dataset, models=settings.dnn_models)
         ids = asyncio.run(_register(settings, bundle, folder))
     except RightsizeError as error:
         fail(error, as_json)

@@ -75,6 +75,8 @@ def deps_for(settings: Settings, *, bus: Bus | None, allow_model_code: bool) -> 
         home=settings.home.expanduser(),
         allow_model_code=allow_model_code,
         promoted=promoted_loader,
+        cpu_opcost=settings.cpu_opcost,
+        dnn_models=settings.dnn_models,
     )
 
 

@@ -24,7 +24,7 @@ from knowledge_base.errors import InvalidInputError, RightsizeError
 from knowledge_base.workload import Objective, WorkloadSpec
 from rightsize.output import console, emit, fail
 from rightsize.settings import Settings
-from rightsize.wiring import knowledge_base, open_executor, promoted_loader
+from rightsize.wiring import chain_config, knowledge_base, open_executor, promoted_loader
 from tools.planning.causes import reason_text, shared_causes
 from tools.planning.cost import DollarRates
 from tools.planning.estimation import Estimator
@@ -100,7 +100,7 @@ async def _gather(
         catalog = await kb.get_catalog()
         from tools.planning.service import gather_estimators, shared_chain  # loads estimators
 
-        chain = shared_chain(kb, promoted=promoted_loader)
+        chain = shared_chain(kb, config=chain_config(settings), promoted=promoted_loader)
         estimators = await gather_estimators(kb, spec, catalog, chain=chain)
         snapshots = [await _live_snapshot(settings, spec, catalog)] if live_queue else []
     return catalog, estimators, snapshots

@@ -102,6 +102,8 @@ async def test_jobs_are_keyed_by_system_and_id_and_query_in_submit_order(
     )
     assert [j.job_id for j in window] == ["2"]
     assert len(await kb.query_jobs(JobQuery(limit=2))) == 2
+    latest = await kb.query_jobs(JobQuery(newest_first=True, limit=2))
+    assert [j.job_id for j in latest] == ["3", "2"]  # the latest two, newest first
     with pytest.raises(NotFoundError):
         await kb.get_job("pitzer", "99")
 

@@ -127,7 +127,9 @@ async def test_every_tool_answers_in_memory(kb_url: str, bus: InMemoryBus) -> No
             "hardware": ["pitzer/serial"],
         }
         est = data(await client.call_tool("estimate_resources", {"model_file": model}))
-        assert est["model_file_estimates"][0]["batch_size"] == 8
+        assert est["estimates"][0]["batch_size"] == 8
+        assert est["estimates"][0]["system"] == "pitzer"
+        assert est["estimates"][0]["partition"] == "serial"
         whatif = data(await client.call_tool("what_if", {"workload": spec, "top": 3}))
         assert whatif["recommended"]["system"] == "pitzer"
         assert len(whatif["feasible"]) == 3 and whatif["infeasible_count"] > 0

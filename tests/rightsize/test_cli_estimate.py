@@ -22,7 +22,10 @@ from tools.estimators.dnn.dataset import Example, GraphStore, load_examples
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "models" / "small_cnn.py"
-KEYS = {"hardware", "iteration_time_s", "peak_memory_mb", "walltime_s", "fits", "estimator"}
+KEYS = {
+    "system", "partition", "nodes", "gpus_per_node", "batch_size", "iteration_time_s",
+    "peak_memory_mb", "run_s", "estimator", "coverage_basis", "fits",
+}  # fmt: skip
 
 
 def _sweep_rows() -> list[Example]:
@@ -96,11 +99,11 @@ def test_json_gives_every_key_per_batch_and_walltime_adds_up(tmp_path: Path) -> 
     estimates = json.loads(stdout)["estimates"]
     assert [e["batch_size"] for e in estimates] == [8, 16]
     for e in estimates:
-        assert set(e) >= KEYS and e["hardware"] == "local"
-        for key in ("iteration_time_s", "peak_memory_mb", "walltime_s"):
+        assert set(e) >= KEYS and e["system"] == "local"
+        for key in ("iteration_time_s", "peak_memory_mb", "run_s"):
             assert e[key]["p10"] <= e[key]["p50"] <= e[key]["p90"]
         iterations = 2 * -(-100 // e["batch_size"])
-        assert e["walltime_s"]["p50"] == pytest.approx(
+        assert e["run_s"]["p50"] == pytest.approx(
             iterations * e["iteration_time_s"]["p50"] + 30  # start-up point (analytic.py)
         )
         assert e["fits"] is True and e["estimator"].startswith("dnn-blackbox")
@@ -122,15 +125,18 @@ def test_another_isa_gets_analytic_time_and_the_bundles_memory(
     assert "trained on this machine kind" not in e["note"]
 
 
-def test_catalog_hardware_gets_the_analytic_op_graph_model(tmp_path: Path) -> None:
+def test_catalog_cpus_no_trained_model_covers_get_the_planners_analytic_answer(
+    tmp_path: Path,
+) -> None:
     code, stdout, output = _estimate(
         "--model-file", str(EXAMPLE), "--model-class", "SmallCNN", "--batch-size", "8",
         "--hardware", "pitzer", "--json",
     )  # fmt: skip
     assert code == 0, output
     estimates = json.loads(stdout)["estimates"]
-    assert estimates and all(e["hardware"].startswith("pitzer/") for e in estimates)
-    assert {e["estimator"] for e in estimates} == {"analytic-opgraph"}
+    assert estimates and all(e["system"] == "pitzer" for e in estimates)
+    cpu = {e["estimator"] for e in estimates if e["gpus_per_node"] == 0}
+    assert cpu == {"analytic-fallback"}  # not dnn.service's op-graph roofline
 
 
 def test_the_table_names_the_estimator() -> None:

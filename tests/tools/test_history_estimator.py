@@ -12,25 +12,19 @@ import numpy as np
 import pytest
 
 from knowledge_base.records import JobRecord, JobState
-from tools.estimators import (
-    FEATURE_NAMES,
-    FeatureState,
-    HistoryConfig,
-    HistoryEstimator,
-    HistoryJob,
-    LastTwo,
-    ReplayResult,
-    history_job_from_swf,
-    replay,
-    score,
-)
+from tools.estimators.baselines import LastTwo
+from tools.estimators.features import FEATURE_NAMES, FeatureState, HistoryJob
 from tools.estimators.history import (
     SAFE_WEIGHTS,
+    HistoryConfig,
+    HistoryEstimator,
     distribution_quantile,
     fit_snapshot,
     predict_rows,
     runtime_distribution,
 )
+from tools.estimators.metrics import score
+from tools.estimators.replay import ReplayResult, history_job_from_swf, replay
 from tools.traces import read_swf
 
 KTH = "KTH-SP2-1996-2.1-cln.swf.gz"

@@ -407,4 +407,5 @@ def build_plan(
         finish_high_s=per_segment_wait * len(segments) + run_high_s,
         availability=availability,
         notes=tuple(notes),
+        workload=ctx.spec.workload,
     )

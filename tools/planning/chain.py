@@ -38,6 +38,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -48,8 +49,11 @@ from knowledge_base.records import EstimatorRecord, ProfileStatus
 from knowledge_base.store import JobQuery, KnowledgeBase
 from knowledge_base.workload import DNNTraining, GenericJob, WorkloadSpec
 from tools.estimators.promoted_record import PromotedRecord
+from tools.planning.cpu_model_file import CpuModels, ModelFileCpuEstimator
 from tools.planning.estimation import Estimator
+from tools.planning.model_files import is_model_file
 from tools.planning.profiled import PROFILE_FAMILY, ProfiledWorkloadEstimator
+from tools.planning.trace_cache import TraceCache
 from tools.planning.whatif import default_estimators
 
 if TYPE_CHECKING:  # xgboost is heavy: imported where a history estimator is trained
@@ -93,6 +97,16 @@ class ChainConfig(BaseModel):
         description="Retrain a system's history estimator once its job count has moved by "
         "this fraction of what it trained on (0: whenever the count moved)",
     )
+    home: Path = Field(
+        default=Path("~/.rightsize"),
+        description="The settings' home: models trained on first use, host calibrations",
+    )
+    cpu_opcost_dir: Path | None = Field(
+        default=None, description="The per-operator CPU model's folder (None: the shipped one)"
+    )
+    dnn_models_dir: Path | None = Field(
+        default=None, description="The DNN estimator bundle's folder (None: the shipped one)"
+    )
 
 
 @dataclass(frozen=True)
@@ -130,6 +144,12 @@ class EstimatorChain:
         # ``rightsize estimate --gpu`` both ask it.
         self.gpu_correction = PromotedGpuCorrection()
         self._correction: ServingCorrection | None = None  # what the choice was made with
+        # Users' model files traced once per content, kept on disk under the home.
+        self.traces = TraceCache(self.config.home.expanduser() / "traces")
+        self.cpu_models = CpuModels(
+            self.config.home.expanduser(), opcost_dir=self.config.cpu_opcost_dir,
+            models_dir=self.config.dnn_models_dir, traces=self.traces,
+        )  # fmt: skip
 
     async def estimators(
         self, spec: WorkloadSpec, catalog: Catalog, now: datetime | None = None
@@ -150,8 +170,7 @@ class EstimatorChain:
 
             choice = self.gpu_time_choice()
             for estimator in [*self._hardware_estimators(spec), *default_estimators(spec)]:
-                note = "" if choice.use or _is_opcost(estimator) else choice.reason
-                chain.append(WhiteBoxGpuMemory(estimator, note))
+                chain.append(WhiteBoxGpuMemory(estimator, "" if choice.use else choice.reason))
             return chain
         chain.extend(self._hardware_estimators(spec))
         chain.extend(await self._history_estimators(spec, catalog, now))
@@ -237,7 +256,11 @@ class EstimatorChain:
         beats the analytic fallback's (``tools.estimators.gpu.selection``)."""
         from tools.estimators.dnn.adapter import planner_estimators  # torch loads on use
 
-        found = list(planner_estimators(spec))
+        found: list[Estimator] = []
+        if isinstance(spec.workload, DNNTraining) and is_model_file(spec.workload):
+            # A model file on a CPU a trained CPU model covers (this host, calibrated).
+            found.append(ModelFileCpuEstimator(self.cpu_models))
+        found.extend(planner_estimators(spec))
         if isinstance(spec.workload, DNNTraining):
             choice = self.gpu_time_choice()
             if choice.use:
@@ -278,7 +301,12 @@ class EstimatorChain:
                 return cached.estimator if cached is not None else None
             from tools.planning.generic import train_history
 
-            records = await self.kb.query_jobs(JobQuery(system=system, limit=config.history_jobs))
+            # The latest ``history_jobs`` jobs (newest first from the store), replayed
+            # oldest first as they happened.
+            latest = await self.kb.query_jobs(
+                JobQuery(system=system, newest_first=True, limit=config.history_jobs)
+            )
+            records = latest[::-1]
             self.trainings += 1
             estimator = await asyncio.to_thread(train_history, records)
             if estimator is None and cached is not None:
@@ -293,7 +321,3 @@ def _cannot_load(record: EstimatorRecord, exc: Exception) -> str:
         f"promoted estimator {record.id} cannot be loaded ({type(exc).__name__}: {exc}); "
         "estimates come from the estimators after it"
     )
-
-
-def _is_opcost(estimator: Estimator) -> bool:
-    return type(estimator).__name__ == "GpuOpCostEstimator"

@@ -14,11 +14,11 @@ build or trace is an ``InvalidInputError`` naming ``workload.model`` or
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.workload import DNNTraining
+from tools.planning.trace_cache import TraceCache, file_digest
 from tools.planning.zoo import ModelFacts
 
 __all__ = ["check_model_file", "is_model_file", "model_file_facts"]
@@ -45,8 +45,23 @@ def _num_classes(workload: DNNTraining) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-@lru_cache(maxsize=32)
+_Key = tuple[str, int, str, tuple[int, ...], int | None]
+_FACTS: dict[_Key, ModelFacts] = {}  # traced in this process (or read from a TraceCache)
+
+
 def _traced(
+    path: str, mtime_ns: int, class_name: str, shape: tuple[int, ...], classes: int | None
+) -> ModelFacts:
+    key = (path, mtime_ns, class_name, shape, classes)
+    facts = _FACTS.get(key)
+    if facts is None:
+        if len(_FACTS) >= 32:
+            _FACTS.pop(next(iter(_FACTS)))
+        facts = _FACTS[key] = _trace(*key)
+    return facts
+
+
+def _trace(
     path: str, mtime_ns: int, class_name: str, shape: tuple[int, ...], classes: int | None
 ) -> ModelFacts:
     from tools.estimators.dnn.usermodel import load_user_model
@@ -85,8 +100,7 @@ def _traced(
     )
 
 
-def model_file_facts(workload: DNNTraining) -> ModelFacts:
-    """The facts of the workload's model file (traced once per file version)."""
+def _key(workload: DNNTraining) -> _Key:
     if workload.model_class is None:
         raise InvalidInputError(
             "a model file needs model_class: the nn.Module subclass to train",
@@ -99,7 +113,7 @@ def model_file_facts(workload: DNNTraining) -> ModelFacts:
         raise InvalidInputError(
             f"cannot read the model file: {exc.strerror}", field="workload.model", value=str(path)
         ) from exc
-    return _traced(
+    return (
         str(path.resolve()),
         mtime_ns,
         workload.model_class,
@@ -108,6 +122,26 @@ def model_file_facts(workload: DNNTraining) -> ModelFacts:
     )
 
 
-def check_model_file(workload: DNNTraining) -> ModelFacts | None:
-    """Trace the model file now (None for a zoo model); bad files raise, naming the field."""
-    return model_file_facts(workload) if is_model_file(workload) else None
+def model_file_facts(workload: DNNTraining) -> ModelFacts:
+    """The facts of the workload's model file (traced once per file version)."""
+    return _traced(*_key(workload))
+
+
+def check_model_file(workload: DNNTraining, traces: TraceCache | None = None) -> ModelFacts | None:
+    """Trace the model file now (None for a zoo model); bad files raise, naming the field.
+    With ``traces``, a file traced before (the same content) is read instead."""
+    if not is_model_file(workload):
+        return None
+    if traces is None:
+        return model_file_facts(workload)
+    key = _key(workload)
+    if key in _FACTS:
+        return _FACTS[key]
+    path, _, class_name, shape, classes = key
+    digest = file_digest(Path(path))
+    facts = traces.get_or_make(
+        traces.key("model-facts", digest, class_name, shape, classes, TRACE_BATCH),
+        lambda: _trace(*key),
+    )
+    _FACTS[key] = facts
+    return facts

@@ -27,7 +27,8 @@ from knowledge_base.records import (
     PlanOption,
     ResourceEstimate,
 )
-from knowledge_base.workload import WorkloadSpec
+from knowledge_base.workload import DNNTraining, GenericJob, WorkloadSpec
+from tools.planning.answer import OptionAnswer, answer_of
 from tools.planning.cost import Charge
 from tools.planning.queue import Availability
 
@@ -92,6 +93,11 @@ class PlannedOption:
     finish_high_s: float  # wait + upper run time
     availability: Availability | None
     notes: tuple[str, ...] = ()
+    workload: DNNTraining | GenericJob | None = None  # what ``estimate`` answers for
+
+    def answer(self) -> OptionAnswer | None:
+        """The option's estimate as every door gives it (``tools.planning.answer``)."""
+        return None if self.workload is None else answer_of(self.estimate, self.workload)
 
     @property
     def where(self) -> str:
@@ -159,6 +165,7 @@ class PlannedOption:
             estimator_label=self.estimate.label,
             estimator_validation_error=self.estimate.validation_error,
             notes=list(self.notes),
+            estimate=self.answer(),
         )
 
     def to_record(self, spec: WorkloadSpec, plan_id: str, reason: str = "") -> Plan:
@@ -215,6 +222,9 @@ class PlanSummary(_Model):
     estimator_label: str
     estimator_validation_error: float | None
     notes: list[str]
+    estimate: OptionAnswer | None = Field(
+        default=None, description="The option's estimate, as `rightsize estimate` gives it"
+    )
 
 
 class Infeasible(_Model):

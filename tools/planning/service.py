@@ -23,7 +23,11 @@ from tools.planning.selector import Selection, plan
 
 __all__ = ["gather_estimators", "plan_workload", "shared_chain"]
 
-_CHAINS: weakref.WeakKeyDictionary[KnowledgeBase, EstimatorChain] = weakref.WeakKeyDictionary()
+# One chain per (knowledge base, configuration): a caller with other thresholds gets a
+# chain of its own instead of changing everyone's.
+_CHAINS: weakref.WeakKeyDictionary[KnowledgeBase, dict[ChainConfig, EstimatorChain]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def shared_chain(
@@ -32,17 +36,16 @@ def shared_chain(
     config: ChainConfig | None = None,
     promoted: PromotedLoader | None = None,
 ) -> EstimatorChain:
-    """The process's estimator chain over ``kb``, made on first use and kept while ``kb``
-    is open: every front end in the process trains each history model once. A later
-    caller's ``config`` replaces the thresholds; its ``promoted`` loader fills a missing one.
-    """
-    chain = _CHAINS.get(kb)
+    """The process's estimator chain over ``kb`` for ``config`` (None: the defaults),
+    made on first use and kept while ``kb`` is open: every front end in the process with
+    the same configuration trains each history model once. The configuration of a chain
+    never changes after it is made; ``promoted`` fills a chain's missing loader only."""
+    config = config or ChainConfig()
+    chains = _CHAINS.setdefault(kb, {})
+    chain = chains.get(config)
     if chain is None:
-        chain = _CHAINS[kb] = EstimatorChain(kb, config, promoted=promoted)
-        return chain
-    if config is not None:
-        chain.config = config
-    if promoted is not None and chain.promoted_loader is None:
+        chain = chains[config] = EstimatorChain(kb, config, promoted=promoted)
+    elif promoted is not None and chain.promoted_loader is None:
         chain.promoted_loader = promoted
     return chain
 

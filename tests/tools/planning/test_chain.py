@@ -84,6 +84,24 @@ async def test_new_history_retrains_and_a_trickle_does_not(
     assert chain.trainings == 2
 
 
+async def test_history_trains_on_the_latest_jobs_when_there_are_more_than_history_jobs(
+    sqlite_kb: SQLiteKnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tools.planning.generic as generic
+
+    seen: list[list[str]] = []
+
+    def train(records: list[JobRecord]) -> None:
+        seen.append([r.job_id for r in records])
+
+    monkeypatch.setattr(generic, "train_history", train)
+    await sqlite_kb.add_jobs(_jobs(300))
+    chain = EstimatorChain(sqlite_kb, ChainConfig(history_min_jobs=10, history_jobs=100))
+    await chain.history("owens")
+    # The latest 100 of 300, replayed oldest first (was the first 100, forever).
+    assert seen == [[str(i) for i in range(200, 300)]]
+
+
 async def test_too_little_history_trains_nothing_and_does_not_try_again_each_call(
     sqlite_kb: SQLiteKnowledgeBase,
 ) -> None:

@@ -1,7 +1,7 @@
 """Finding, training, registering and asking the DNN estimators (HARP's Predict step).
 
 Trained files: the repository ships a bundle in ``data/dnn_profiles/models`` (next to
-the dataset it was trained on; ``RIGHTSIZE_DNN_MODELS`` points elsewhere); without one,
+the dataset it was trained on; the settings' ``dnn_models`` point elsewhere); without one,
 the first use trains a bundle from the dataset and caches it under
 ``HOME/dnn/models/<dataset digest>`` (op graphs under ``HOME/dnn/graphs``).
 ``register`` records every estimator of a bundle in the knowledge base's registry with
@@ -28,9 +28,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from knowledge_base.catalog import Catalog
 from knowledge_base.errors import InvalidInputError
-from knowledge_base.records import EstimatorRecord
+from knowledge_base.records import EstimatorRecord, WorkPriced
 from knowledge_base.store import KnowledgeBase
 from tools.estimators.dnn.bundle import TARGETS, EstimatorBundle, train_bundle
+from tools.estimators.dnn.coverage import MOST, pricing_coverage, require_priced
 from tools.estimators.dnn.dataset import (
     GraphData,
     GraphStore,
@@ -79,11 +80,11 @@ _MEMORY_SPREAD = (0.7, 1.4)
 TARGET_IDS = {"iteration_s": "dnn_iteration_s", "peak_memory_mb": "dnn_peak_memory_mb"}
 
 
-def committed_models_dir() -> Path:
-    """``RIGHTSIZE_DNN_MODELS``, else ``models/`` beside the committed dataset."""
-    override = os.environ.get("RIGHTSIZE_DNN_MODELS")
-    if override:
-        return Path(override).expanduser()
+def committed_models_dir(override: Path | None = None) -> Path:
+    """``override`` (the settings' ``dnn_models``), else ``models/`` beside the committed
+    dataset."""
+    if override is not None:
+        return override.expanduser()
     return default_dataset_path().parent / "models"
 
 
@@ -92,11 +93,17 @@ def _digest(path: Path) -> str:
 
 
 def load_bundle(
-    home: Path, dataset: Path | None = None, *, train: bool = True, workers: int = 2
+    home: Path,
+    dataset: Path | None = None,
+    *,
+    models: Path | None = None,
+    train: bool = True,
+    workers: int = 2,
 ) -> tuple[EstimatorBundle, Path]:
-    """The bundle to answer with and the folder it lives in (trained on first use)."""
+    """The bundle to answer with and the folder it lives in (trained on first use);
+    ``models``: a folder of trained files to use instead of the shipped ones."""
     source = dataset or default_dataset_path()
-    committed = committed_models_dir()
+    committed = committed_models_dir(models)
     if dataset is None and (committed / "bundle.json").exists():
         return EstimatorBundle.load(committed), committed
     if not source.exists():
@@ -120,9 +127,9 @@ def load_bundle(
 
 
 def load_opcost(folder: Path | None = None) -> OpCostModel | None:
-    """The per-operator CPU model (``RIGHTSIZE_CPU_OPCOST``, else the shipped one), or None."""
-    override = os.environ.get("RIGHTSIZE_CPU_OPCOST")
-    where = folder or (Path(override).expanduser() if override else default_model_dir())
+    """The per-operator CPU model in ``folder`` (the settings' ``cpu_opcost``), else the
+    shipped one; None where there is none."""
+    where = folder.expanduser() if folder is not None else default_model_dir()
     if not (where / "opcost.json").exists() or not (where / "opcost.ubj").exists():
         return None
     return OpCostModel.load(where)
@@ -240,10 +247,12 @@ async def register(kb: KnowledgeBase, bundle: EstimatorBundle, folder: Path) -> 
             if bundle.meta.selected.get(target) == kind:
                 await kb.promote_estimator(record.id)
         ids.append(record.id)
-    gpu = gpu_roofline_record()
+    from tools.estimators.dnn.adapter import GPU_ROOFLINE_ID
+
     try:
-        await kb.get_estimator(gpu.id)
-    except NotFoundError:
+        await kb.get_estimator(GPU_ROOFLINE_ID)
+    except NotFoundError:  # its record costs a leave-one-GPU-out fit: built only when new
+        gpu = gpu_roofline_record()
         await kb.put_estimator(gpu)
         await kb.promote_estimator(gpu.id)
     return ids
@@ -382,6 +391,9 @@ class OptionEstimate(BaseModel):
     validation_mape: float | None = Field(
         default=None, description="The time estimator's validation MAPE (fraction), if known"
     )
+    work_priced: WorkPriced | None = Field(
+        default=None, description="How the per-operator model priced the step's work"
+    )
 
 
 def smoke_step(
@@ -499,8 +511,12 @@ def estimate(
                         else "trained on this machine kind"
                     ),
                 )
+                work_priced = None
                 if per_cpu is not None and per_op is not None:
                     iteration, validation_mape, note = per_op
+                    work_priced, coverage_line = _work_priced(per_cpu, data)
+                    if coverage_line:
+                        note = f"{note}; {coverage_line}"
                     memory_id = ids.get("peak_memory_mb", f"dnn-{chosen['peak_memory_mb']}")
                     estimator = f"{per_cpu.estimator_id}, {memory_id}"
             else:
@@ -525,8 +541,12 @@ def estimate(
                     optimizer,
                     memory="analytic op-graph model (untrained for this CPU model)",
                 )
+                work_priced = None
                 if calibrated is not None and per_op is not None:
                     iteration, validation_mape, note = per_op
+                    work_priced, coverage_line = _work_priced(calibrated, data)
+                    if coverage_line:
+                        note = f"{note}; {coverage_line}"
                     estimator = f"{calibrated.estimator_id}, {ANALYTIC_OPGRAPH_ID}"
                 elif option.local and option.spec.kind == "cpu":
                     note += (
@@ -552,9 +572,27 @@ def estimate(
                     iterations=iterations,
                     note=note,
                     validation_mape=validation_mape,
+                    work_priced=work_priced,
                 )
             )
     return out
+
+
+def _work_priced(opcost: OpCostModel, data: GraphData) -> tuple[WorkPriced | None, str]:
+    """The per-operator model's pricing coverage of the step (``dnn.coverage``), of the
+    FLOPs where the step has any, else of the bytes, and the one line an answer carries
+    when timings priced less than most of the work ("" otherwise); (None, "") where the
+    model file records no timed domain. A step whose unpriced operators carry most of
+    its work is refused, naming the operator."""
+    found = pricing_coverage(data, opcost.meta.get("timed_domain"))
+    if found is None:
+        return None, ""
+    require_priced(found)
+    shares = found.flops if sum(found.flops.values()) > 0 else found.bytes
+    priced = WorkPriced(
+        learned=shares["learned"], analytic=shares["analytic"], unpriced=shares["none"]
+    )
+    return priced, (found.line() if found.learned_share < MOST else "")
 
 
 def _opcost_for(

@@ -24,6 +24,7 @@ from __future__ import annotations
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import Interval, ResourceEstimate
 from knowledge_base.workload import DNNTraining
+from tools.planning.answer import upper_bound
 from tools.planning.builder import gpu_memory_bound
 from tools.planning.estimation import Candidate, Estimator, NoEstimate, Workload
 
@@ -142,11 +143,14 @@ class WhiteBoxGpuMemory:
             return answer.model_copy(
                 update={"label": f"{label}; GPU memory analytic (no white-box trace: {exc})"}
             )
+        low = peak.allocated_mib + peak.context_mib
         memory = Interval(
             point=peak.total_mib,
-            low=peak.allocated_mib + peak.context_mib,
-            high=peak.total_mib,
-            coverage_basis="assumed",  # the context is assumed; the replay is exact
+            low=low,
+            # Not exact (the context is assumed, the allocator's slack varies): the upper
+            # bound lies as far above the point as the allocated peak lies below it.
+            high=upper_bound(low, peak.total_mib),
+            coverage_basis="assumed",
         )
         return answer.model_copy(
             update={
