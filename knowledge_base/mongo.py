@@ -205,9 +205,7 @@ class MongoKnowledgeBase(KnowledgeBase):
             flt = _job_filter(query)
             way = DESCENDING if query.newest_first else ASCENDING
             cursor = (
-                self._db.jobs.find(flt)
-                .sort([("submit_ts", way), ("_id", way)])
-                .limit(query.limit)
+                self._db.jobs.find(flt).sort([("submit_ts", way), ("_id", way)]).limit(query.limit)
             )
             return [JobRecord.model_validate(d["doc"]) async for d in cursor]
 
