@@ -4,7 +4,7 @@
     dataset      profiled rows -> examples (op graph of each configuration, cached)
     features     tabular, graph-summary and analytic features
     quantile     black-box XGBoost quantile regression (p10/p50/p90)
-    gnn          white-box GNN (torch-geometric) over the op graph + hardware features
+    gnn          white-box GNN (GraphSAGE, in-house) over the op graph + hardware features
     bundle       black-box, white-box and hybrid trained together; calibration,
                  HARP selection, saving and loading
     calibration  split-conformal widening of intervals; the safety factor

@@ -22,7 +22,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -31,7 +30,7 @@ from torch import Tensor, nn
 
 from tools.estimators.dnn.dataset import NODE_FEATURES, GraphData
 
-__all__ = ["GNNModel", "GraphSample", "OpGraphNet", "fit_gnn"]
+__all__ = ["GNNModel", "GraphSample", "MeanSage", "OpGraphNet", "fit_gnn"]
 
 TIME_UNIT_S = 1e-3  # per-operator costs are learned in milliseconds
 
@@ -47,15 +46,52 @@ class GraphSample:
     log_memory: float = math.nan
 
 
+class MeanSage(nn.Module):
+    """GraphSAGE with mean aggregation (Hamilton et al., 2017): a node's new state is a
+    linear map of the mean of the states that reach it along ``edge_index`` (source row
+    0, target row 1) plus a bias-free linear map of its own. Parameter names match
+    torch-geometric's ``SAGEConv``, so models trained with it load unchanged."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.lin_l = nn.Linear(channels, channels)
+        self.lin_r = nn.Linear(channels, channels, bias=False)
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        source, target = edge_index[0], edge_index[1]
+        summed = torch.zeros_like(x).index_add_(0, target, x[source])
+        arriving = torch.zeros(x.shape[0], dtype=x.dtype).index_add_(
+            0, target, torch.ones(target.shape[0], dtype=x.dtype)
+        )
+        mean = summed / arriving.clamp_min(1.0).unsqueeze(1)
+        out: Tensor = self.lin_l(mean) + self.lin_r(x)
+        return out
+
+
+def _sum_pool(h: Tensor, batch: Tensor, graphs: int) -> Tensor:
+    return torch.zeros(graphs, h.shape[1], dtype=h.dtype).index_add_(0, batch, h)
+
+
+def _mean_pool(h: Tensor, batch: Tensor, graphs: int) -> Tensor:
+    nodes = torch.zeros(graphs, dtype=h.dtype).index_add_(
+        0, batch, torch.ones_like(batch, dtype=h.dtype)
+    )
+    return _sum_pool(h, batch, graphs) / nodes.clamp_min(1.0).unsqueeze(1)
+
+
+def _max_pool(h: Tensor, batch: Tensor, graphs: int) -> Tensor:
+    start = torch.full((graphs, h.shape[1]), -math.inf, dtype=h.dtype)
+    index = batch.unsqueeze(1).expand_as(h)
+    return start.scatter_reduce(0, index, h, reduce="amax", include_self=False)
+
+
 class OpGraphNet(nn.Module):
     """GraphSAGE over operators; additive time head, residual memory head, embedding."""
 
     def __init__(self, graph_features: int, hidden: int = 64, layers: int = 3, embed: int = 16):
         super().__init__()
-        from torch_geometric.nn import SAGEConv
-
         self.node_in = nn.Linear(len(NODE_FEATURES) + graph_features, hidden)
-        self.convs = nn.ModuleList(SAGEConv(hidden, hidden) for _ in range(layers))
+        self.convs = nn.ModuleList(MeanSage(hidden) for _ in range(layers))
         # The cost head also sees the operator's own inputs, undiluted by message passing.
         inputs = len(NODE_FEATURES) + graph_features
         self.node_cost = nn.Sequential(
@@ -69,20 +105,19 @@ class OpGraphNet(nn.Module):
         self, x: Tensor, edge_index: Tensor, batch: Tensor, graph_x: Tensor
     ) -> tuple[Tensor, Tensor, Tensor]:
         """(log time s, log-memory residual, embedding) per graph."""
-        from torch_geometric.nn import global_add_pool, global_max_pool, global_mean_pool
-
+        graphs = int(graph_x.shape[0])
         node_inputs = torch.cat([x, graph_x[batch]], dim=1)
         h = torch.relu(self.node_in(node_inputs))
         for conv in self.convs:
             h = h + torch.relu(conv(h, edge_index))
         per_op = nn.functional.softplus(self.node_cost(torch.cat([h, node_inputs], dim=1)))
         per_op = per_op.squeeze(1)
-        op_sum = global_add_pool(per_op.unsqueeze(1), batch).squeeze(1)
+        op_sum = _sum_pool(per_op.unsqueeze(1), batch, graphs).squeeze(1)
         pooled = torch.cat(
             [
-                global_add_pool(h, batch) / 100.0,
-                global_mean_pool(h, batch),
-                global_max_pool(h, batch),
+                _sum_pool(h, batch, graphs) / 100.0,
+                _mean_pool(h, batch, graphs),
+                _max_pool(h, batch, graphs),
             ],
             dim=1,
         )
@@ -95,26 +130,45 @@ class OpGraphNet(nn.Module):
         return log_time, memory_residual, embedding
 
 
-def _batch(samples: Sequence[GraphSample], mean: Tensor, std: Tensor) -> Any:
-    from torch_geometric.data import Batch, Data
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """Graphs stacked into one: node rows concatenated, edges offset, ``batch`` the graph
+    of each node row, and one row per graph of the graph-level inputs and targets."""
 
-    items = []
-    for sample in samples:
-        items.append(
-            Data(
-                x=torch.from_numpy(sample.graph.x),
-                edge_index=torch.from_numpy(
-                    np.concatenate([sample.graph.edge_index, sample.graph.edge_index[::-1]], axis=1)
-                ),
-                graph_x=((torch.from_numpy(sample.features).float() - mean) / std)
-                .clamp(-10.0, 10.0)
-                .unsqueeze(0),
-                analytic=torch.tensor([sample.analytic_log_memory], dtype=torch.float32),
-                log_time=torch.tensor([sample.log_time], dtype=torch.float32),
-                log_memory=torch.tensor([sample.log_memory], dtype=torch.float32),
-            )
-        )
-    return Batch.from_data_list(items)
+    x: Tensor
+    edge_index: Tensor
+    batch: Tensor
+    graph_x: Tensor
+    analytic: Tensor
+    log_time: Tensor
+    log_memory: Tensor
+
+    @property
+    def num_graphs(self) -> int:
+        return int(self.graph_x.shape[0])
+
+
+def _batch(samples: Sequence[GraphSample], mean: Tensor, std: Tensor) -> _Batch:
+    xs, edges, owners = [], [], []
+    offset = 0
+    for index, sample in enumerate(samples):
+        nodes = sample.graph.x.shape[0]
+        xs.append(torch.from_numpy(sample.graph.x))
+        # Both directions: an operator hears its inputs and its consumers.
+        both = np.concatenate([sample.graph.edge_index, sample.graph.edge_index[::-1]], axis=1)
+        edges.append(torch.from_numpy(both) + offset)
+        owners.append(torch.full((nodes,), index, dtype=torch.long))
+        offset += nodes
+    features = torch.from_numpy(np.stack([s.features for s in samples])).float()
+    return _Batch(
+        x=torch.cat(xs),
+        edge_index=torch.cat(edges, dim=1),
+        batch=torch.cat(owners),
+        graph_x=((features - mean) / std).clamp(-10.0, 10.0),
+        analytic=torch.tensor([s.analytic_log_memory for s in samples], dtype=torch.float32),
+        log_time=torch.tensor([s.log_time for s in samples], dtype=torch.float32),
+        log_memory=torch.tensor([s.log_memory for s in samples], dtype=torch.float32),
+    )
 
 
 @dataclass(slots=True)
