@@ -17,6 +17,7 @@ Its parts live in ``agents.scheduling``, each readable alone:
     submission.py     submitting exactly once (intent, then job id); recovery on start
     rescheduling.py   ending plans, re-plans, in-place walltime raises, cancels
     entries.py        reading and marking a plan's ledger
+    queue_order.py    the rightsize order as priorities, after each monitor poll
 
 Nothing is submitted twice: the ledger (``Plan.segments``) holds an intent before the
 executor is called and the job id right after; events carry deterministic ids, so their
@@ -58,6 +59,7 @@ from agents.scheduling.entries import (
     revision_key,
 )
 from agents.scheduling.observations import SchedulerObservation
+from agents.scheduling.queue_order import QueueOrdering
 from agents.scheduling.rescheduling import Rescheduling
 from agents.scheduling.sensing import Sensing
 from agents.scheduling.submission import Submission
@@ -89,7 +91,7 @@ __all__ = [
 _reachable_limit_s = reachable_limit_s  # the name tests knew it by
 
 
-class Scheduler(Sensing, Submission, Rescheduling, Agent[SchedulerObservation]):
+class Scheduler(Sensing, Submission, Rescheduling, QueueOrdering, Agent[SchedulerObservation]):
     """Submits plans through the actuators, tracks every job and acts on its outcome.
 
     ``sense`` is ``Sensing``'s, ``decide`` is ``decisions.decide`` (pure), and ``act``
@@ -114,6 +116,7 @@ class Scheduler(Sensing, Submission, Rescheduling, Agent[SchedulerObservation]):
         }
         # job -> (first progress fraction seen, when): the base of its pace
         self._first_seen: dict[str, tuple[float, datetime]] = {}
+        self._orders = {}  # system -> its last order round (queue_order.py)
 
     def decide(self, observation: SchedulerObservation) -> list[Action]:
         return decide(observation, systems=self.executors, policy=self.config.policy)

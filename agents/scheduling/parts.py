@@ -64,6 +64,14 @@ class SchedulerParts:
         if monitor is not None:
             monitor.watch(job_id, plan.id)
 
+    async def order_queue(self, system: str) -> object:
+        """One rightsize-order round on ``system`` (``queue_order.QueueOrdering``)."""
+        raise NotImplementedError
+
+    def extension_blocked(self, system: str, job_id: str) -> str | None:
+        """The starved job an extension would delay (``queue_order.QueueOrdering``)."""
+        raise NotImplementedError
+
     async def _conclude(self, action: Conclude) -> list[Emit]:
         """End the plan (``rescheduling.Rescheduling`` does it)."""
         raise NotImplementedError
