@@ -17,6 +17,7 @@ Its parts live in ``agents.scheduling``, each readable alone:
     submission.py     submitting exactly once (intent, then job id); recovery on start
     rescheduling.py   ending plans, re-plans, in-place walltime raises, cancels
     entries.py        reading and marking a plan's ledger
+    memory.py         an out-of-memory job's predicted peak, from the history estimator
     queue_order.py    the rightsize order as priorities, after each monitor poll
 
 Nothing is submitted twice: the ledger (``Plan.segments``) holds an intent before the
@@ -58,6 +59,7 @@ from agents.scheduling.entries import (
     reachable_limit_s,
     revision_key,
 )
+from agents.scheduling.memory import HistorySource, MemoryModel
 from agents.scheduling.observations import SchedulerObservation
 from agents.scheduling.queue_order import QueueOrdering
 from agents.scheduling.rescheduling import Rescheduling
@@ -106,7 +108,11 @@ class Scheduler(Sensing, Submission, Rescheduling, QueueOrdering, Agent[Schedule
         executors: Mapping[str, Executor],
         bus: Bus,
         config: SchedulerConfig | None = None,
+        *,
+        history: HistorySource | None = None,
     ) -> None:
+        """``history``: each system's history estimator, whose memory distribution an
+        out-of-memory job is raised from (default: the process's shared one)."""
         self.kb = kb
         self.executors = dict(executors)
         self.config = config or SchedulerConfig()
@@ -116,6 +122,7 @@ class Scheduler(Sensing, Submission, Rescheduling, QueueOrdering, Agent[Schedule
         }
         # job -> (first progress fraction seen, when): the base of its pace
         self._first_seen: dict[str, tuple[float, datetime]] = {}
+        self.history = history or partial(_shared_history, kb)
         self._orders = {}  # system -> its last order round (queue_order.py)
 
     def decide(self, observation: SchedulerObservation) -> list[Action]:
@@ -153,3 +160,10 @@ class Scheduler(Sensing, Submission, Rescheduling, QueueOrdering, Agent[Schedule
         for decision in revisions:  # done: a repeat of this revision is dropped in sense
             await self.kb.complete_event(f"{self.name}.revision", revision_key(decision))
         return emits
+
+
+async def _shared_history(kb: KnowledgeBase, system: str) -> MemoryModel | None:
+    """The process's history estimator of ``system`` (trained once, shared with planning)."""
+    from tools.planning.service import shared_chain
+
+    return await shared_chain(kb).history(system)

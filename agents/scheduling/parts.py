@@ -11,6 +11,7 @@ from agents.rescheduler import Limits
 from agents.runtime import Emit
 from agents.scheduling.actions import Conclude
 from agents.scheduling.config import SchedulerConfig
+from agents.scheduling.memory import HistorySource
 from knowledge_base.errors import NotFoundError
 from knowledge_base.records import Plan
 from knowledge_base.store import KnowledgeBase
@@ -27,6 +28,7 @@ class SchedulerParts:
     executors: dict[str, Executor]
     config: SchedulerConfig
     monitors: dict[str, JobMonitor]
+    history: HistorySource  # system -> its history estimator (memory after an OOM)
     # job -> (first progress fraction seen, when): the base of its pace
     _first_seen: dict[str, tuple[float, datetime]]
 
