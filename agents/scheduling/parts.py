@@ -70,8 +70,8 @@ class SchedulerParts:
         """One rightsize-order round on ``system`` (``queue_order.QueueOrdering``)."""
         raise NotImplementedError
 
-    def extension_blocked(self, system: str, job_id: str) -> str | None:
-        """The starved job an extension would delay (``queue_order.QueueOrdering``)."""
+    async def extension_blocked(self, system: str, job_id: str, new_limit_s: int) -> str | None:
+        """Why an extension would delay a starved job (``queue_order.QueueOrdering``)."""
         raise NotImplementedError
 
     async def _conclude(self, action: Conclude) -> list[Emit]:

@@ -13,13 +13,16 @@ round stops at the first refusal, ``apply_order``), then the system is left alon
 is retried at the next round.
 
 The guarantee (docs/simulations.md, "The tail") needs the running jobs' kill times not
-to slip while a job is past the bound: ``extension_blocked`` names the starved job that
-an in-place extension on that system would delay, and the Scheduler then refuses the
-extension as the batch system would (recorded, the job times out at its limit, the
-Re-scheduler resubmits it). Without the running jobs' node counts the starved job's
-reservation is not known here; its lower bound is the earliest kill time of a running
-job, which an extension can only move later, so every extension is held while a job is
-starved.
+to slip past a starved job's reservation: before an in-place extension on a system where
+a job is past the bound, ``extension_blocked`` reads the queue and computes the starved
+job's reservation as EASY does with exact upper bounds (``reservation``: the earliest
+time enough nodes of its pool are free if every running job ends at its limit), with the
+running job's limit as it is and as the extension would make it. An extension that moves
+the reservation later is refused as the batch system would refuse it (recorded, the job
+is killed at its limit, the Re-scheduler resubmits it); one that does not (the job's
+nodes are not the ones the starved job waits for, or are freed in time anyway) goes
+ahead. Where the reservation cannot be known (a running job without a start or a limit,
+no node counts, the queue unreadable) the extension is refused.
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ from agents.ordering import Ordering, OrderOutcome, order_round
 from agents.rescheduler import submitted
 from agents.scheduling.entries import segment_ended
 from agents.scheduling.parts import SchedulerParts
-from knowledge_base.records import PlanStatus
+from knowledge_base.errors import RightsizeError
+from knowledge_base.records import JobState, PlanStatus
+from tools.actuators.state import ClusterState
 
-__all__ = ["QueueOrdering", "SystemOrder"]
+__all__ = ["QueueOrdering", "SystemOrder", "reservation"]
 
 log = logging.getLogger("agents.scheduler")
 
@@ -103,14 +108,39 @@ class QueueOrdering(SchedulerParts):
             )
         return outcome
 
-    def extension_blocked(self, system: str, job_id: str) -> str | None:
-        """The starved job an in-place extension of ``job_id`` on ``system`` would delay,
-        or None when the extension may go ahead."""
+    async def extension_blocked(self, system: str, job_id: str, new_limit_s: int) -> str | None:
+        """Why raising ``job_id``'s limit on ``system`` to ``new_limit_s`` would delay a
+        starved job's reservation; None when it may go ahead."""
         state = self._orders.get(system)
-        if state is None:
+        starved = [] if state is None else [s for s in state.starved if s != job_id]
+        executor = self.executors.get(system)
+        if not starved or executor is None:
             return None
-        others = [starved for starved in state.starved if starved != job_id]
-        return others[0] if others else None
+        try:
+            cluster = await executor.cluster_state()
+        except RightsizeError as exc:
+            return (
+                f"job {starved[0]} waited past the starvation bound and its reservation "
+                f"could not be checked (the queue did not answer: {exc})"
+            )
+        for waiting in starved:
+            if not any(e.job_id == waiting and e.state is JobState.PENDING for e in cluster.jobs):
+                continue  # started or gone: nothing to protect
+            before = reservation(cluster, waiting)
+            after = reservation(cluster, waiting, extended=(job_id, new_limit_s))
+            if before is None or after is None:
+                return (
+                    f"job {waiting} waited past the starvation bound and its reservation "
+                    "is not known (a running job without a start or a limit, or no node "
+                    "counts)"
+                )
+            if after > before:
+                return (
+                    f"job {waiting} waited past the starvation bound; the extension would "
+                    f"move its reservation from {before:%Y-%m-%d %H:%M:%S} to "
+                    f"{after:%Y-%m-%d %H:%M:%S}"
+                )
+        return None
 
     async def _predicted_walltimes(self, system: str) -> dict[str, float]:
         """job id -> the predicted walltime Rightsize submitted it with, for every job of
@@ -124,3 +154,39 @@ class QueueOrdering(SchedulerParts):
                     if segment.job_id and not segment_ended(segment):
                         found[segment.job_id] = float(segment.limit_s)
         return found
+
+
+def reservation(
+    cluster: ClusterState, job_id: str, *, extended: tuple[str, int] | None = None
+) -> datetime | None:
+    """When pending ``job_id`` can start at the latest if every running job of its pool
+    ends at its limit (``extended``: one running job's limit as (job id, seconds) instead
+    of its own): the earliest time enough nodes are free, EASY's reservation with exact
+    upper bounds. None when it cannot be known (a running job without a start or a
+    limit, no node count) or never comes (the job needs more nodes than the pool has)."""
+    job = next((e for e in cluster.jobs if e.job_id == job_id), None)
+    if job is None:
+        return None
+    pools = [p for p in cluster.pools if job.partition in p.partitions] or cluster.pools
+    if not pools or any(p.total_nodes is None for p in pools):
+        return None
+    partitions = {name for pool in pools for name in pool.partitions}
+    free = sum(pool.total_nodes or 0 for pool in pools)
+    ends: list[tuple[datetime, int]] = []
+    for entry in cluster.jobs:
+        if entry.state is not JobState.RUNNING or entry.partition not in partitions:
+            continue
+        limit = entry.time_limit_s
+        if extended is not None and entry.job_id == extended[0]:
+            limit = extended[1]
+        if entry.start_time is None or not limit:
+            return None
+        free -= entry.nodes
+        ends.append((entry.start_time + timedelta(seconds=limit), entry.nodes))
+    if free >= job.nodes:
+        return cluster.taken_at
+    for end, nodes in sorted(ends):
+        free += nodes
+        if free >= job.nodes:
+            return max(end, cluster.taken_at)
+    return None

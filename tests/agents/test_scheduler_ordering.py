@@ -12,6 +12,7 @@ import asyncio
 import logging
 import subprocess
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -120,7 +121,7 @@ async def test_pending_jobs_get_priorities_in_the_rightsize_order_after_a_poll(
     assert blocker not in setter.given  # running: not ordered
     # the shorter predicted walltime has the larger expansion factor: it goes first
     assert setter.given[ids["plan-short"]] > setter.given[ids["plan-long"]]
-    assert scheduler.extension_blocked("testcluster", ids["plan-long"]) is None
+    assert await scheduler.extension_blocked("testcluster", ids["plan-long"], 600) is None
 
 
 async def _job_of(center: MiniCenter, plan_id: str) -> str:
@@ -169,7 +170,7 @@ async def test_no_rights_is_one_warning_and_the_center_keeps_its_order(
     center.clock.advance(100)  # 300 s after the refusal, the blocker still running
     outcome = await scheduler.order_queue("testcluster")
     assert outcome is not None and outcome.stopped == "rights" and setter.calls == 2
-    assert scheduler.extension_blocked("testcluster", "x") is None
+    assert await scheduler.extension_blocked("testcluster", "x", 600) is None
 
 
 async def test_a_starved_job_goes_first_and_no_running_job_is_extended_past_it(
@@ -216,7 +217,7 @@ async def test_a_starved_job_goes_first_and_no_running_job_is_extended_past_it(
     first = next(s for s in final.segments if s.job_id)
     [extension] = first.extensions
     assert extension.refused is not None and "starvation bound" in extension.refused
-    assert wide in extension.refused
+    assert wide in extension.refused and "would move its reservation" in extension.refused
     assert first.state == "timeout" and first.limit_s == 60  # killed at its limit
 
 
@@ -295,3 +296,93 @@ async def test_on_slurm_the_scheduler_sets_the_order_and_without_rights_leaves_i
     finally:
         subprocess.run(["scancel", blocker, slow, quick], timeout=30)
         shutil.rmtree(readable, ignore_errors=True)
+
+
+async def test_an_extension_that_leaves_the_starved_jobs_reservation_where_it_is_goes_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with MiniCenter(tmp_path, nodes=2) as center:
+        setter = Priorities()
+        scheduler = await start(
+            center,
+            setter,
+            monkeypatch,
+            run_s=200,
+            order_interval_s=0,
+            ordering=OrderingConfig(starve_h=20 / 3600),
+            policy=ReschedulePolicy(extend_in_place=True, extend_margin_s=10),
+        )
+        # Node 1 runs the plan's job (limit 120 s, runs 200 s), node 2 a job killed at
+        # 120 s too; a job waits for either node: its reservation is at 120 s, and
+        # raising the plan's job's limit leaves it there (the other node frees then).
+        plan = make_plan("plan-slack", _spec(600), partition="batch", walltime_s=120)
+        await center.publish(PlanApproved(plan=plan), plan.id)
+        await center.settle()
+        await center.cluster.submit(_request("other", 1, 120, 119))
+        wide = await center.cluster.submit(_request("wide", 1, 600, 10))
+        await scheduler.order_queue("testcluster")
+
+        async def over() -> Plan | None:
+            stored = await center.kb.get_plan(plan.id)
+            return stored if stored.status.ended else None
+
+        starved_at: list[datetime] = []  # when the waiting job was past the bound
+
+        async def step() -> None:
+            center.clock.advance(10)
+            await scheduler.monitors["testcluster"].poll_once()
+            await scheduler.order_queue("testcluster")
+            if wide in scheduler._orders["testcluster"].starved:
+                starved_at.append(center.cluster.now())
+            await center.settle()
+
+        final = await until(over, step, steps=200, what="plan over")
+
+        [job] = [s for s in final.segments if s.job_id]
+        [extension] = job.extensions
+        assert extension.refused is None and job.state == "completed"
+        assert starved_at and starved_at[0] < extension.at <= starved_at[-1]  # while starved
+
+
+def test_the_reservation_is_easys_with_the_running_jobs_limits() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from agents.scheduling.queue_order import reservation
+    from knowledge_base.records import JobState
+    from tools.actuators.model import QueueEntry
+    from tools.actuators.state import ClusterState, NodePool
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def entry(job_id: str, state: JobState, nodes: int, limit_s: int, started_s: int) -> QueueEntry:
+        return QueueEntry(
+            job_id=job_id,
+            state=state,
+            partition="batch",
+            nodes=nodes,
+            time_limit_s=limit_s,
+            submit_time=now - timedelta(hours=1),
+            start_time=now - timedelta(seconds=started_s) if state is JobState.RUNNING else None,
+        )
+
+    cluster = ClusterState(
+        taken_at=now,
+        source="test",
+        pools=[NodePool(name="p", partitions=["batch"], total_nodes=4)],
+        jobs=[
+            entry("a", JobState.RUNNING, 2, 3600, 600),  # ends in 3000 s
+            entry("b", JobState.RUNNING, 1, 1200, 600),  # ends in 600 s
+            entry("c", JobState.RUNNING, 1, 7200, 0),  # ends in 7200 s
+            entry("w", JobState.PENDING, 3, 3600, 0),
+        ],
+    )
+    # 0 free; b frees 1 at +600 s, a frees 2 more at +3000 s: 3 free then
+    assert reservation(cluster, "w") == now + timedelta(seconds=3000)
+    # b's extension to +2000 s stays before a's end: the reservation does not move
+    assert reservation(cluster, "w", extended=("b", 2600)) == now + timedelta(seconds=3000)
+    # a's extension moves it
+    assert reservation(cluster, "w", extended=("a", 4600)) == now + timedelta(seconds=4000)
+    unknown = cluster.model_copy(
+        update={"jobs": [*cluster.jobs[:3], cluster.jobs[3].model_copy(update={"nodes": 5})]}
+    )
+    assert reservation(unknown, "w") is None  # more nodes than the pool has
