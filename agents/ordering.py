@@ -194,48 +194,55 @@ async def apply_order(
     chosen = config or OrderingConfig()
     outcome = OrderOutcome()
     for job in ordering.jobs:
-        reason = await _set_one(setter, job, chosen)
-        if reason is None:
+        refusal = await _set_one(setter, job, chosen)
+        if refusal is None:
             outcome.set.append(job.job_id)
             continue
+        reason, message = refusal
         if reason == "vanished":
             outcome.vanished.append(job.job_id)
             continue
         outcome.failed[job.job_id] = reason
         if reason in ("rights", "down"):
             # Nothing further can go through; what was set stays, the rest keeps the
-            # center's priorities.
+            # center's priorities. One warning for the round, with SLURM's answer.
             outcome.stopped = reason
             log.warning(
-                "ordering: stopped after %d of %d jobs (%s); the rest keep SLURM's order",
+                "ordering: stopped after %d of %d jobs (%s); the rest keep SLURM's order: %s",
                 len(outcome.set),
                 len(ordering.jobs),
                 reason,
+                message,
             )
             break
     return outcome
 
 
-async def _set_one(setter: PrioritySetter, job: RankedJob, config: OrderingConfig) -> str | None:
-    """None when set, else the reason it was not (after retries where one can help)."""
+async def _set_one(
+    setter: PrioritySetter, job: RankedJob, config: OrderingConfig
+) -> tuple[str, str] | None:
+    """None when set, else why it was not and SLURM's answer (after retries where one
+    can help). A refusal that stops the round is logged once, by ``apply_order``."""
     for attempt in range(1, config.attempts + 1):
         try:
             await setter.set_priority(job.job_id, job.priority)
             return None
         except PriorityNotSet as exc:
-            log.warning(
-                "ordering: job %s priority %d not set (%s, try %d of %d): %s",
-                job.job_id,
-                job.priority,
-                exc.reason,
-                attempt,
-                config.attempts if exc.transient else attempt,
-                exc,
-            )
-            if not exc.transient or attempt == config.attempts:
-                return exc.reason
+            last = attempt == config.attempts or not exc.transient
+            if exc.transient and not last:
+                log.warning(
+                    "ordering: job %s priority %d not set (%s, try %d of %d): %s",
+                    *(job.job_id, job.priority, exc.reason, attempt, config.attempts, exc),
+                )
+            elif exc.reason not in ("rights", "down"):
+                level = logging.INFO if exc.reason == "vanished" else logging.WARNING
+                log.log(
+                    level, "ordering: job %s priority not set (%s): %s", job.job_id, exc.reason, exc
+                )
+            if last:
+                return exc.reason, str(exc)
             await asyncio.sleep(config.retry_delay_s)
-    return "down"  # pragma: no cover - the loop returns on its last attempt
+    return "down", "no try left"  # pragma: no cover - the loop returns on its last attempt
 
 
 async def order_round(

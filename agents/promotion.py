@@ -75,7 +75,7 @@ from agents.promotion_gpu import (
 )
 from agents.runtime import Action, Agent, Emit, Observation
 from agents.topics import ESTIMATORS, JOBS
-from knowledge_base.errors import InvalidInputError, NotFoundError
+from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import (
     EstimatorRecord,
     EstimatorStatus,
@@ -342,11 +342,10 @@ class ModelPromotion(Agent[PromotionObservation]):
             )
         if isinstance(payload, JobFinished) and usable(payload.job):
             # History is written by the Scheduler (or an importer); make sure this job is in
-            # it, whoever reports it, so the numbers below include it.
-            try:
-                await self.kb.get_job(payload.job.system, payload.job.job_id)
-            except NotFoundError:
-                await self.kb.add_jobs([payload.job])
+            # it, whoever reports it, so the numbers below include it. Insert-if-absent in
+            # one step: a record another writer stored first (the Scheduler's, with the
+            # user, request and prediction) is never replaced by this event's copy.
+            await self.kb.add_new_jobs([payload.job])
             await record_finished_gpu_job(self.kb, payload.job)  # DNN on GPUs only
             if self._counted != str(event.id):
                 self._counted = str(event.id)

@@ -17,6 +17,8 @@ Its parts live in ``agents.scheduling``, each readable alone:
     submission.py     submitting exactly once (intent, then job id); recovery on start
     rescheduling.py   ending plans, re-plans, in-place walltime raises, cancels
     entries.py        reading and marking a plan's ledger
+    memory.py         an out-of-memory job's predicted peak, from the history estimator
+    queue_order.py    the rightsize order as priorities, after each monitor poll
 
 Nothing is submitted twice: the ledger (``Plan.segments``) holds an intent before the
 executor is called and the job id right after; events carry deterministic ids, so their
@@ -57,7 +59,9 @@ from agents.scheduling.entries import (
     reachable_limit_s,
     revision_key,
 )
+from agents.scheduling.memory import HistorySource, MemoryModel
 from agents.scheduling.observations import SchedulerObservation
+from agents.scheduling.queue_order import QueueOrdering
 from agents.scheduling.rescheduling import Rescheduling
 from agents.scheduling.sensing import Sensing
 from agents.scheduling.submission import Submission
@@ -89,7 +93,7 @@ __all__ = [
 _reachable_limit_s = reachable_limit_s  # the name tests knew it by
 
 
-class Scheduler(Sensing, Submission, Rescheduling, Agent[SchedulerObservation]):
+class Scheduler(Sensing, Submission, Rescheduling, QueueOrdering, Agent[SchedulerObservation]):
     """Submits plans through the actuators, tracks every job and acts on its outcome.
 
     ``sense`` is ``Sensing``'s, ``decide`` is ``decisions.decide`` (pure), and ``act``
@@ -104,7 +108,11 @@ class Scheduler(Sensing, Submission, Rescheduling, Agent[SchedulerObservation]):
         executors: Mapping[str, Executor],
         bus: Bus,
         config: SchedulerConfig | None = None,
+        *,
+        history: HistorySource | None = None,
     ) -> None:
+        """``history``: each system's history estimator, whose memory distribution an
+        out-of-memory job is raised from (default: the process's shared one)."""
         self.kb = kb
         self.executors = dict(executors)
         self.config = config or SchedulerConfig()
@@ -114,6 +122,8 @@ class Scheduler(Sensing, Submission, Rescheduling, Agent[SchedulerObservation]):
         }
         # job -> (first progress fraction seen, when): the base of its pace
         self._first_seen: dict[str, tuple[float, datetime]] = {}
+        self.history = history or partial(_shared_history, kb)
+        self._orders = {}  # system -> its last order round (queue_order.py)
 
     def decide(self, observation: SchedulerObservation) -> list[Action]:
         return decide(observation, systems=self.executors, policy=self.config.policy)
@@ -150,3 +160,10 @@ class Scheduler(Sensing, Submission, Rescheduling, Agent[SchedulerObservation]):
         for decision in revisions:  # done: a repeat of this revision is dropped in sense
             await self.kb.complete_event(f"{self.name}.revision", revision_key(decision))
         return emits
+
+
+async def _shared_history(kb: KnowledgeBase, system: str) -> MemoryModel | None:
+    """The process's history estimator of ``system`` (trained once, shared with planning)."""
+    from tools.planning.service import shared_chain
+
+    return await shared_chain(kb).history(system)

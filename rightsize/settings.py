@@ -96,6 +96,18 @@ class Settings(BaseSettings):
         "the user's request or the partition's MaxTime (SLURM: needs AdminLevel=Operator "
         "for the Rightsize user; see docs/actuators.md)",
     )
+    order_queue: bool = Field(
+        default=False,
+        description="The Scheduler sets pending jobs' priorities in the rightsize order "
+        "(largest predicted expansion factor first, starved jobs before all; SLURM: needs "
+        "AdminLevel=Operator; see docs/simulations.md, the rightsize order on a real SLURM)",
+    )
+    starve_h: float = Field(
+        default=24.0,
+        gt=0,
+        description="With order_queue: a job waiting longer goes before all others, and no "
+        "running job's limit is extended in place while one does",
+    )
     retention_days: float = Field(
         default=7.0,
         gt=0,

@@ -11,6 +11,7 @@ from agents.rescheduler import Limits
 from agents.runtime import Emit
 from agents.scheduling.actions import Conclude
 from agents.scheduling.config import SchedulerConfig
+from agents.scheduling.memory import HistorySource
 from knowledge_base.errors import NotFoundError
 from knowledge_base.records import Plan
 from knowledge_base.store import KnowledgeBase
@@ -27,6 +28,7 @@ class SchedulerParts:
     executors: dict[str, Executor]
     config: SchedulerConfig
     monitors: dict[str, JobMonitor]
+    history: HistorySource  # system -> its history estimator (memory after an OOM)
     # job -> (first progress fraction seen, when): the base of its pace
     _first_seen: dict[str, tuple[float, datetime]]
 
@@ -63,6 +65,14 @@ class SchedulerParts:
         monitor = self.monitors.get(plan.option.system)
         if monitor is not None:
             monitor.watch(job_id, plan.id)
+
+    async def order_queue(self, system: str) -> object:
+        """One rightsize-order round on ``system`` (``queue_order.QueueOrdering``)."""
+        raise NotImplementedError
+
+    async def extension_blocked(self, system: str, job_id: str, new_limit_s: int) -> str | None:
+        """Why an extension would delay a starved job (``queue_order.QueueOrdering``)."""
+        raise NotImplementedError
 
     async def _conclude(self, action: Conclude) -> list[Emit]:
         """End the plan (``rescheduling.Rescheduling`` does it)."""

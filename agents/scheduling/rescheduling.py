@@ -198,7 +198,12 @@ class Rescheduling(SchedulerParts):
         assert plan.option is not None
         executor = self.executors[plan.option.system]
         refused: str | None = None
+        blocked = await self.extension_blocked(plan.option.system, action.job_id, action.to_s)
         try:
+            if blocked is not None:
+                # The wait bound's guarantee: kill times must not slip past a starved
+                # job's reservation (docs/simulations.md, "The tail").
+                raise WalltimeNotExtended(blocked)
             await executor.extend_walltime(action.job_id, action.to_s)
         except WalltimeNotExtended as exc:
             if exc.transient:

@@ -34,6 +34,7 @@ from agents.scheduling.entries import (
     revision_key,
     segment_ended,
 )
+from agents.scheduling.memory import predicted_memory_mb
 from agents.scheduling.observations import (
     CancelAsked,
     Closed,
@@ -366,6 +367,9 @@ class Sensing(SchedulerParts):
             total=progress.total if progress else None,
             unit=progress.unit if progress else "step",
             previous_done=previous.done if previous else None,
+            memory_distribution_mb=await predicted_memory_mb(self.history, plan, executor.now())
+            if state is JobState.OUT_OF_MEMORY
+            else None,
         )
         history = None
         if record is not None:

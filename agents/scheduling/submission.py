@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
+from functools import partial
 
 from agents.events import JobSubmitted, ScheduleDecision
 from agents.monitor import JobMonitor
@@ -265,8 +267,12 @@ class Submission(SchedulerParts):
     async def run_monitors(self, stop: asyncio.Event) -> None:
         """Poll every system's monitor until ``stop`` is set."""
         tasks = [
-            asyncio.create_task(poll_forever(monitor, self.config.poll_interval_s, stop))
-            for monitor in self.monitors.values()
+            asyncio.create_task(
+                poll_forever(
+                    monitor, self.config.poll_interval_s, stop, partial(self.order_queue, system)
+                )
+            )
+            for system, monitor in self.monitors.items()
         ]
         try:
             await asyncio.gather(*tasks)
@@ -277,11 +283,23 @@ class Submission(SchedulerParts):
                     await task
 
 
-async def poll_forever(monitor: JobMonitor, interval_s: float, stop: asyncio.Event) -> None:
+async def poll_forever(
+    monitor: JobMonitor,
+    interval_s: float,
+    stop: asyncio.Event,
+    after_poll: Callable[[], Awaitable[object]] | None = None,
+) -> None:
+    """Poll ``monitor`` every ``interval_s`` until ``stop``; ``after_poll`` (the queue
+    order) runs after each poll."""
     while not stop.is_set():
         try:
             await monitor.poll_once()
         except RightsizeError as exc:  # an executor error must not end the monitor
             log.warning("monitor %s: %s", monitor.system, exc)
+        if after_poll is not None:
+            try:
+                await after_poll()
+            except RightsizeError as exc:  # the center's own order stays; poll on
+                log.warning("queue order %s: %s", monitor.system, exc)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval_s)

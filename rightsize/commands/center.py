@@ -131,6 +131,7 @@ def center_config(
 ) -> CenterConfig:
     from agents.center import CenterConfig, RetentionPolicy
     from agents.optimization import OptimizationConfig
+    from agents.ordering import OrderingConfig
     from agents.rescheduler import ReschedulePolicy
     from agents.scheduler import SchedulerConfig
 
@@ -145,6 +146,7 @@ def center_config(
             poll_interval_s=settings.poll_interval_s,
             work_dir=home / "jobs",
             policy=ReschedulePolicy(extend_in_place=settings.extend_walltime),
+            ordering=OrderingConfig(starve_h=settings.starve_h) if settings.order_queue else None,
         ),
         optimization=OptimizationConfig(
             planning=PlanningConfig(checkpoint_overhead_s=settings.checkpoint_overhead_s),

@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from knowledge_base.errors import InvalidInputError, NotFoundError, RightsizeError
-from knowledge_base.records import Plan, PlanStatus
+from knowledge_base.records import Plan, PlanStatus, SegmentState
 from knowledge_base.store import KnowledgeBase
+from rightsize.observability.waits import PendingStart, rule_start
 from rightsize.output import console, emit, fail
 from rightsize.settings import Settings
 from tools.actuators.base import Executor
@@ -180,10 +181,17 @@ def _print_table(
     Console(width=100_000).print(_table(columns, whole, rows, None))
 
 
-def _render_plans(views: list[PlanView], wide: bool = False) -> None:
+def _render_plans(
+    views: list[PlanView], wide: bool = False, starts: dict[str, PendingStart] | None = None
+) -> None:
+    """``starts``: plan id -> its pending job's predicted start (a column when any)."""
     if not views:
         console.print("no plans")
         return
+    from datetime import UTC, datetime
+
+    starts = starts or {}
+    now = datetime.now(UTC)
     rows = [
         [
             v.plan_id,
@@ -191,12 +199,13 @@ def _render_plans(views: list[PlanView], wide: bool = False) -> None:
             f"{v.system}/{v.partition}" if v.system else "-",
             f"{v.segment}/{v.segments}" if v.segment else f"-/{v.segments}",
             str(len(v.jobs)),
+            *([starts[v.plan_id].describe(now) if v.plan_id in starts else "-"] if starts else []),
             v.reason if wide else v.reason[:60],
         ]
         for v in views
     ]
-    columns = ("plan", "state", "where", "segment", "jobs", "reason")
-    _print_table(columns, ("plan",), rows, wide)
+    columns = ("plan", "state", "where", "segment", "jobs", *(("starts",) if starts else ()))
+    _print_table((*columns, "reason"), ("plan",), rows, wide)
 
 
 # -- submit ---------------------------------------------------------------------------------
@@ -360,6 +369,22 @@ _ENDED = {s.value for s in PlanStatus if s.ended}
 
 
 async def _plans(settings: Settings, plan_id: str | None, user: str | None) -> list[PlanView]:
+    return [view for view, _ in await _plans_with_starts(settings, plan_id, user)]
+
+
+def _pending_start(plan: Plan, view: PlanView) -> PendingStart | None:
+    """The predicted start of the plan's first job while it is pending: the plan's own
+    wait with the rule's measured band (rightsize/observability/waits.py; the status
+    page, beside the executors, shows the learned one)."""
+    first = next((j for j in view.jobs if j.job_id is not None), None)
+    if first is None or first.state is not SegmentState.PENDING:
+        return None
+    return rule_start(plan)
+
+
+async def _plans_with_starts(
+    settings: Settings, plan_id: str | None, user: str | None
+) -> list[tuple[PlanView, PendingStart | None]]:
     from rightsize.wiring import knowledge_base
 
     async with knowledge_base(settings) as kb:
@@ -370,7 +395,11 @@ async def _plans(settings: Settings, plan_id: str | None, user: str | None) -> l
                 raise InvalidInputError("no such plan", field="PLAN_ID", value=plan_id) from None
         else:
             plans = await kb.list_plans(user=user)
-        return [await _view(p, {}) for p in plans]
+        shown = []
+        for plan in plans:
+            view = await _view(plan, {})
+            shown.append((view, _pending_start(plan, view)))
+        return shown
 
 
 def status_command(
@@ -382,11 +411,23 @@ def status_command(
     """Plans as the ledger holds them: state, where, segment k of n, jobs."""
     settings = Settings()
     try:
-        views = asyncio.run(_plans(settings, plan_id, user))
+        shown = asyncio.run(_plans_with_starts(settings, plan_id, user))
     except RightsizeError as error:
         fail(error, as_json)
-    data = {"plans": [v.model_dump(mode="json") for v in views]}
-    emit(data, as_json, lambda: _render_plans(views, wide))
+    views = [view for view, _ in shown]
+    starts = {view.plan_id: start for view, start in shown if start is not None}
+    data = {
+        "plans": [
+            {
+                **v.model_dump(mode="json"),
+                "pending_start": starts[v.plan_id].model_dump(mode="json")
+                if v.plan_id in starts
+                else None,
+            }
+            for v in views
+        ]
+    }
+    emit(data, as_json, lambda: _render_plans(views, wide, starts))
 
 
 def jobs_command(

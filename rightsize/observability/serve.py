@@ -27,6 +27,7 @@ from rightsize.observability.server import (
     serving,
     status_app,
 )
+from rightsize.observability.waits import WaitBoard
 from rightsize.settings import Settings
 
 __all__ = ["DEFAULT_STATUS_PORT", "ObserveOptions", "observing"]
@@ -99,6 +100,7 @@ async def observing(
             metrics=metrics,
             simulations_dir=options.simulations_dir,
             timeout_s=options.timeout_s,
+            waits=WaitBoard(center.kb, center.executors),
         )
         if options.status_port is not None:
             ports["status"] = await stack.enter_async_context(

@@ -44,6 +44,7 @@ from knowledge_base.store import KnowledgeBase
 from mcp_server.http_access import Access, unauthorized
 from rightsize.observability.feed import EventFeed
 from rightsize.observability.status import StatusSnapshot, Viewer, collect_status, for_viewer
+from rightsize.observability.waits import WaitBoard
 
 __all__ = ["Access", "Observed", "metrics_app", "serving", "status_app"]  # Access: re-exported
 
@@ -66,6 +67,7 @@ class Observed:
     simulations_dir: Path | None = None
     timeout_s: float = 2.0
     cache_s: float = 1.0
+    waits: WaitBoard | None = None  # pending jobs' learned starts (waits.py)
     _last: tuple[float, asyncio.Future[StatusSnapshot]] | None = field(
         default=None, init=False, repr=False
     )
@@ -88,6 +90,7 @@ class Observed:
             bus=self.bus,
             simulations_dir=self.simulations_dir,
             timeout_s=self.timeout_s,
+            waits=self.waits,
         )
 
     async def scrape(self) -> bytes:

@@ -33,6 +33,7 @@ from agents.runtime import AgentHealth
 from knowledge_base.records import EstimatorRecord, EstimatorStatus, Plan, PlanStatus
 from knowledge_base.store import KnowledgeBase, PlanQuery
 from rightsize.observability.feed import DecisionView, EventFeed, FailureView
+from rightsize.observability.waits import PendingStart, WaitBoard, rule_start
 
 __all__ = [
     "AgentView",
@@ -88,6 +89,9 @@ class SegmentView(_View):
     elapsed_s: float | None = Field(default=None, description="Since the job started running")
     fraction: float | None = Field(default=None, description="Of the workload, last progress")
     progress: str | None = None
+    start: PendingStart | None = Field(
+        default=None, description="A pending job's predicted start, p10-p90 (waits.py)"
+    )
 
 
 class PlanView(_View):
@@ -310,8 +314,11 @@ async def collect_status(
     simulations_dir: Path | None = None,
     recent_plans: int = 20,
     timeout_s: float = 2.0,
+    waits: WaitBoard | None = None,
 ) -> StatusSnapshot:
-    """The whole picture (the operator's); ``for_viewer`` narrows it for a user."""
+    """The whole picture (the operator's); ``for_viewer`` narrows it for a user.
+    ``waits``: pending jobs' learned starts (else the plan's own wait with the rule's
+    band, ``waits.rule_start``)."""
     now = datetime.now(UTC)
     failures = list(reversed(feed.failures)) if feed is not None else []
     decisions = list(reversed(feed.decisions)) if feed is not None else []
@@ -336,11 +343,13 @@ async def collect_status(
     # is measured on the latest time the bus carried.
     jobs_now = max(now, feed.latest_event_at) if feed and feed.latest_event_at else now
     shown = sorted(stored.plans, key=lambda p: p.created_at)
+    views = [_plan_view(p, feed, jobs_now) for p in shown]
+    await _pending_starts(shown, views, waits, timeout_s)
     snapshot = StatusSnapshot(
         generated_at=now,
         parts_up=parts_up,
         agents=[_agent_view(h) for h in agents],
-        plans=[_plan_view(p, feed, jobs_now) for p in shown],
+        plans=views,
         failures=failures,
         decisions=decisions,
         estimators=_estimator_views(stored.estimators, feed),
@@ -350,6 +359,37 @@ async def collect_status(
     )
     snapshot._owners = stored.owners
     return snapshot
+
+
+async def _pending_starts(
+    plans: Sequence[Plan], views: Sequence[PlanView], waits: WaitBoard | None, timeout_s: float
+) -> None:
+    """Fill each pending job's predicted start: the board's where it answers in time,
+    else, for a plan's first job, the plan's own wait with the rule's band."""
+    pending = [
+        (plan, segment)
+        for plan, view in zip(plans, views, strict=True)
+        for segment in view.segments
+        if segment.job_id is not None and segment.state == "pending"
+    ]
+    if not pending:
+        return
+    learned: dict[str, PendingStart] = {}
+    if waits is not None:
+        systems = sorted({p.option.system for p, _ in pending if p.option is not None})
+        answers = await asyncio.gather(
+            *(
+                _bounded("waits", asyncio.shield(waits.starts(system)), timeout_s)
+                for system in systems
+            )
+        )
+        for answer in answers:
+            if isinstance(answer, dict):
+                learned.update(answer)
+    for plan, segment in pending:
+        first = next((s.job_id for s in plan.segments if s.job_id is not None), None)
+        rule = rule_start(plan) if segment.job_id == first else None
+        segment.start = learned.get(segment.job_id or "") or rule
 
 
 def for_viewer(snapshot: StatusSnapshot, viewer: Viewer) -> StatusSnapshot:

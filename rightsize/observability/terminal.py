@@ -117,6 +117,8 @@ def render_status(snapshot: StatusSnapshot, console: Console) -> None:
             line.append(f" {_minutes(s.elapsed_s)} of {_minutes(s.walltime_s)}")
             if s.progress:
                 line.append(f" · {s.progress}")
+            if s.start is not None:
+                line.append(f" · starts {s.start.describe(snapshot.generated_at)}")
             lines.append(line)
         where = f"{p.system}/{p.partition}" if p.system else "–"
         plans.add_row(p.id, p.user, _state(p.status), where, Group(*lines), p.reason)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -33,7 +33,9 @@ from agents.promotion import (
     load_runtime_model,
     mape,
 )
+from knowledge_base.errors import NotFoundError
 from knowledge_base.records import EstimatorStatus, JobRecord, JobState
+from knowledge_base.sqlite import SQLiteKnowledgeBase
 from tests.agents.harness import MiniCenter
 
 BASE = {"lmp": 1800.0, "gromacs": 600.0, "vasp": 5400.0}
@@ -65,7 +67,7 @@ async def feed(center: MiniCenter, jobs: Sequence[JobRecord]) -> None:
 
 
 @pytest.fixture
-async def center(tmp_path: Path):
+async def center(tmp_path: Path) -> AsyncIterator[MiniCenter]:
     async with MiniCenter(tmp_path) as c:
         yield c
 
@@ -446,3 +448,50 @@ def test_the_history_model_reports_its_live_oom_rate() -> None:
     loglinear_rate = memory_oom_rate(fit_loglinear(jobs[:200]), jobs[200:])
     assert loglinear_rate == (None, 0)  # no memory model to judge
     assert judged > 0 and rate is not None and 0 <= rate <= 1
+
+
+class RacingKB(SQLiteKnowledgeBase):
+    """The Scheduler stores its record of a job right after Promotion first touches it
+    (looks for it, or writes it): a read-then-write loses that record to the event's
+    thinner copy; an insert-if-absent keeps it."""
+
+    scheduler_record: JobRecord | None = None
+
+    async def _other_writer(self) -> None:
+        if self.scheduler_record is not None:
+            await self.add_jobs([self.scheduler_record])
+            self.scheduler_record = None
+
+    async def get_job(self, system: str, job_id: str) -> JobRecord:
+        try:
+            return await super().get_job(system, job_id)
+        except NotFoundError:
+            await self._other_writer()  # just after the look: too late for the reader
+            raise
+
+    async def add_new_jobs(self, jobs: Sequence[JobRecord]) -> int:
+        await self._other_writer()  # the other writer comes first
+        return await super().add_new_jobs(jobs)
+
+
+async def test_a_finished_job_never_replaces_the_record_another_writer_stored(
+    tmp_path: Path,
+) -> None:
+    from agents.events import Envelope
+
+    kb = RacingKB(tmp_path / "kb.db")
+    try:
+        thin = job(1, START, rng=random.Random(1))
+        rich = thin.model_copy(update={"user": "bob", "predicted_runtime_s": 1234})
+        kb.scheduler_record = rich
+        agent = ModelPromotion(kb, tmp_path / "estimators")
+        event = Envelope.of(JobFinished(job=thin), source="t", correlation_id="j")
+        await agent.sense(event)
+        stored = await kb.get_job("testcluster", "1")
+        assert (stored.user, stored.predicted_runtime_s) == ("bob", 1234)
+        # and a job nobody wrote is written by Promotion
+        other = job(2, START, rng=random.Random(2))
+        await agent.sense(Envelope.of(JobFinished(job=other), source="t", correlation_id="k"))
+        assert (await kb.get_job("testcluster", "2")).run_s == other.run_s
+    finally:
+        await kb.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from knowledge_base.catalog import System
 from knowledge_base.records import JobRecord
@@ -22,6 +23,9 @@ from tools.actuators.model import (
     WalltimeNotExtended,
 )
 from tools.actuators.policy import check_request
+
+if TYPE_CHECKING:
+    from tools.actuators.ordering import PrioritySetter
 from tools.actuators.state import ClusterState, NodePool
 
 __all__ = ["Executor"]
@@ -89,6 +93,11 @@ class Executor(abc.ABC):
         raise WalltimeNotExtended(
             f"the {self.backend} executor cannot extend job {job_id!r}'s walltime in place"
         )
+
+    def priority_setter(self) -> PrioritySetter | None:
+        """How pending jobs' priorities are set on this batch system (the rightsize order,
+        agents/ordering.py); None where it takes none (the center keeps its own order)."""
+        return None
 
     @abc.abstractmethod
     async def queue(self) -> list[QueueEntry]:

@@ -39,6 +39,7 @@ from tools.actuators.model import (
     SubmissionFailed,
     WalltimeNotExtended,
 )
+from tools.actuators.ordering import PrioritySetter, SlurmPriorities
 from tools.actuators.sacct import SACCT_ENV, SacctJob, parse_sacct, sacct_command
 from tools.actuators.slurm_commands import SlurmCommandError, SlurmCommands
 from tools.actuators.state import NodePool
@@ -518,6 +519,10 @@ class SlurmExecutor(Executor):
                 f"SLURM did not extend job {job_id} to {minutes} min: {exc}",
                 transient=exc.transient,
             ) from exc
+
+    def priority_setter(self) -> PrioritySetter:
+        """``scontrol update JobId=ID Priority=N`` through this executor's commands."""
+        return SlurmPriorities(self.commands)
 
     async def queue(self) -> list[QueueEntry]:
         entries = []
