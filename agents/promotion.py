@@ -320,7 +320,10 @@ class ModelPromotion(Agent[PromotionObservation]):
     async def _recent(self, limit: int, now: datetime) -> list[JobRecord]:
         """The latest ``limit`` usable finished jobs up to ``now``, oldest first (by end)."""
         since = now - timedelta(days=self.policy.lookback_days)
-        jobs = await self.kb.query_jobs(JobQuery(submitted_after=since, limit=1_000_000))
+        # Newest first from the store, so a center past the cap still reads its latest jobs;
+        # twice the limit leaves room for the unusable ones filtered out below.
+        query = JobQuery(submitted_after=since, newest_first=True, limit=min(1_000_000, 2 * limit))
+        jobs = await self.kb.query_jobs(query)
         finished = sorted((j for j in jobs if usable(j)), key=lambda j: j.end_time or j.submit_time)
         return finished[-limit:]
 

@@ -36,6 +36,7 @@ from agents.promotion import (
 from knowledge_base.errors import NotFoundError
 from knowledge_base.records import EstimatorStatus, JobRecord, JobState
 from knowledge_base.sqlite import SQLiteKnowledgeBase
+from knowledge_base.store import JobQuery
 from tests.agents.harness import MiniCenter
 
 BASE = {"lmp": 1800.0, "gromacs": 600.0, "vasp": 5400.0}
@@ -493,5 +494,35 @@ async def test_a_finished_job_never_replaces_the_record_another_writer_stored(
         other = job(2, START, rng=random.Random(2))
         await agent.sense(Envelope.of(JobFinished(job=other), source="t", correlation_id="k"))
         assert (await kb.get_job("testcluster", "2")).run_s == other.run_s
+    finally:
+        await kb.close()
+
+
+async def test_the_window_reads_only_the_latest_jobs_however_long_the_history(
+    tmp_path: Path,
+) -> None:
+    """The window is the newest jobs, read newest first from the store: a bounded read
+    (twice the window), not every job of the lookback sorted in Python."""
+    rng = random.Random(3)
+    kb = SQLiteKnowledgeBase(tmp_path / "kb.sqlite")
+    try:
+        jobs = [job(n, START + timedelta(minutes=10 * n), rng=rng) for n in range(600)]
+        await kb.add_jobs(jobs)
+        agent = ModelPromotion(kb, tmp_path / "estimators")
+        read: list[int] = []
+        query_jobs = kb.query_jobs
+
+        async def counted(query: JobQuery) -> list[JobRecord]:
+            found = await query_jobs(query)
+            read.append(len(found))
+            return found
+
+        kb.query_jobs = counted  # type: ignore[method-assign]
+
+        recent = await agent._recent(50, START + timedelta(days=19))
+
+        assert read == [100]
+        assert len(recent) == 50 and all(int(j.job_id) >= 500 for j in recent)
+        assert "599" in {j.job_id for j in recent}
     finally:
         await kb.close()
