@@ -81,6 +81,7 @@ def history_job_from_swf(job: SWFJob, header: SWFHeader | None = None) -> Histor
         used_memory_kb_per_proc=(
             None if job.used_memory_kb_per_proc is None else float(job.used_memory_kb_per_proc)
         ),
+        used_cpu_s_per_proc=None if job.avg_cpu_time_s is None else float(job.avg_cpu_time_s),
     )
 
 

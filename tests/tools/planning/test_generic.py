@@ -16,8 +16,10 @@ from tools.planning.generic import (
     GUESS_ID,
     GuessFallbackEstimator,
     HistoryRuntimeEstimator,
+    plan_with_core_advice,
     train_history,
 )
+from tools.planning.selector import Selection
 from tools.planning.whatif import what_if
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
@@ -125,3 +127,71 @@ def _what_if(job: GenericJob, limit_s: int) -> HistoryJob:
         procs=28,
         requested_time_s=float(limit_s),
     )
+
+
+def _busy_history(jobs: int, efficiency: float) -> list[JobRecord]:
+    """Alice's 28-core runs, keeping ``efficiency`` (+-0.05) of their cores busy."""
+    return [
+        record.model_copy(
+            update={
+                "used_cpu_s": (record.run_s or 0)
+                * 28
+                * (efficiency + 0.05 * ((index % 3) - 1)),
+                "requested_tasks": 28,
+            }
+        )
+        for index, record in enumerate(_history(jobs))
+    ]
+
+
+def _plan_with_advice(catalog: Catalog, efficiency: float) -> Selection:
+    trained = train_history(
+        _busy_history(60, efficiency), HistoryConfig(first_train_jobs=40, threads=1)
+    )
+    assert trained is not None
+    history = HistoryRuntimeEstimator(
+        "owens", trained, user="alice", now_s=(START + timedelta(days=5)).timestamp()
+    )
+    spec = WorkloadSpec(
+        name="md",
+        user="alice",
+        workload=JOB,
+        goals=Goals(systems=["owens"], partitions=["batch"]),
+    )
+    return plan_with_core_advice(
+        spec,
+        catalog,
+        now=START + timedelta(days=5),
+        estimators=[history, GuessFallbackEstimator()],
+        rates=DollarRates(usd_per_su=1.0),
+    )
+
+
+def test_a_plan_that_would_leave_most_cores_idle_says_so_and_offers_fewer(
+    catalog: Catalog,
+) -> None:
+    selection = _plan_with_advice(catalog, 0.2)
+    assert selection.recommended is not None
+    assert selection.recommended.option.cores_per_node == 28  # the user's shape still leads
+    notes = [note for note in selection.notes if note.startswith("history: this user's jobs")]
+    assert len(notes) == 1 and "cores would do" in notes[0]
+    shown = int(notes[0].split("~")[1].split("%")[0])
+    assert 10 <= shown <= 30  # the runs kept 15-25 % of their cores busy
+    assert "cores would do" in selection.recommended.estimate.label
+    fewer = [
+        plan
+        for plan in selection.ranked
+        if plan.option.nodes * plan.option.cores_per_node < 28
+    ]
+    assert len(fewer) == 1 and fewer[0] is selection.ranked[-1]
+    offered = fewer[0].option.nodes * fewer[0].option.cores_per_node
+    assert 5 <= offered <= 14  # about a fifth busy: the 0.9 quantile's share, not all 28
+    assert f"asks for {offered}" in notes[0]
+    assert any("fewer cores than asked" in note for note in fewer[0].notes)
+
+
+def test_a_plan_whose_cores_are_busy_offers_nothing_more(catalog: Catalog) -> None:
+    selection = _plan_with_advice(catalog, 0.9)
+    assert selection.recommended is not None
+    assert not any("cores would do" in note for note in selection.notes)
+    assert all(plan.option.cores_per_node == 28 for plan in selection.ranked)
