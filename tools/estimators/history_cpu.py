@@ -6,7 +6,9 @@ processors. In SWF that is field 6 (average CPU time used per processor) over fi
 divides ``used_cpu_s`` by the cores). For a job at its submit time this module gives
 
 - ``p50``: the median of its efficiency (the point that minimizes the absolute error);
-- an interval ``[low, high]``: the 0.1 and 0.9 quantiles, so about 80 % of jobs fall in.
+- an interval ``[low, high]``: the 0.1 and 0.9 quantiles, widened (or narrowed) by one
+  margin per snapshot so that 80 % of the jobs it never saw fell inside (conformalized
+  quantile regression).
 
 One XGBoost model (``reg:quantileerror``, the three levels ``CPU_LEVELS`` at once) learns
 them from the run-time features (request, user, queue, size, load) and its own:
@@ -29,6 +31,7 @@ CPU time is kept out and counted by reason (``kept_out``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter, deque
 from dataclasses import dataclass
@@ -194,6 +197,7 @@ class CpuModel:
     booster: xgb.Booster
     version: int
     trained_on_jobs: int
+    margin: float = 0.0  # added to both ends of the interval (conformal, on unseen jobs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +207,18 @@ class CpuBatch:
     p50: FloatArray
     low: FloatArray
     high: FloatArray
+
+
+_ANCHORED = True
+
+
+def _anchor(values: FloatArray) -> FloatArray:
+    """The user's median of ten, else the shape's, else the center's, else 0.5."""
+    point = values[:, _USER_MEDIAN].copy()
+    for column in (_SHAPE_MEDIAN, _CENTER_MEDIAN):
+        point = np.where(np.isnan(point), values[:, column], point)
+    anchored: FloatArray = np.where(np.isnan(point), 0.5, point)
+    return anchored if _ANCHORED else np.zeros(len(values))
 
 
 def predict_cpu(model: CpuModel | None, rows: NDArray[np.floating]) -> CpuBatch:
@@ -218,8 +234,13 @@ def predict_cpu(model: CpuModel | None, rows: NDArray[np.floating]) -> CpuBatch:
         low, high = np.where(np.isnan(point), np.nan, low), np.where(np.isnan(point), np.nan, high)
         return CpuBatch(p50=point, low=low, high=high)
     raw = np.asarray(model.booster.inplace_predict(values.astype(np.float32)), dtype=np.float64)
-    quantiles = np.clip(np.maximum.accumulate(raw.reshape(len(values), -1), axis=1), 0.0, 1.0)
-    return CpuBatch(p50=quantiles[:, 1], low=quantiles[:, 0], high=quantiles[:, 2])
+    raw = raw.reshape(len(values), -1) + _anchor(values)[:, None]
+    quantiles = np.maximum.accumulate(raw.reshape(len(values), -1), axis=1)
+    return CpuBatch(
+        p50=np.clip(quantiles[:, 1], 0.0, 1.0),
+        low=np.clip(np.minimum(quantiles[:, 0] - model.margin, quantiles[:, 1]), 0.0, 1.0),
+        high=np.clip(np.maximum(quantiles[:, 2] + model.margin, quantiles[:, 1]), 0.0, 1.0),
+    )
 
 
 class CpuLearner:
@@ -238,6 +259,9 @@ class CpuLearner:
         self._labels = np.empty(1024)
         self._pending: dict[str, list[float]] = {}
         self._since_train = 0
+        self._trained_upto = 0
+        # How far outside its 0.1-0.9 interval each unseen job fell (negative: inside).
+        self._scores: deque[float] = deque(maxlen=config.calibration_jobs)
 
     def row(self, base_row: list[float], job: HistoryJob) -> list[float]:
         return [*base_row, *self.state.row(job)]
@@ -283,11 +307,36 @@ class CpuLearner:
         return due
 
     def retrain(self) -> CpuModel | None:
-        """Train on the latest window of ended jobs with an efficiency."""
+        """Train on the latest window of ended jobs with an efficiency, and widen (or
+        narrow) its interval so that 80 % of the jobs it never saw fall inside
+        (conformalized quantile regression, Romano et al. 2019): on the jobs that ended
+        since the previous snapshot, and for the first, on a held-out fifth."""
         end = self._size
         if end < 10:
             return self.model
         start = max(0, end - self.config.window_jobs)
+        if self.model is None:
+            split = start + (end - start) * 4 // 5
+            self._score(self._fit(start, split, 0, 0.0), split)
+        else:
+            self._score(self.model, self._trained_upto)
+        level = CPU_LEVELS[-1] - CPU_LEVELS[0]
+        margin = float(np.quantile(self._scores, level)) if self._scores else 0.0
+        version = self.model.version + 1 if self.model is not None else 1
+        self.model = self._fit(start, end, version, margin)
+        self._since_train = 0
+        self._trained_upto = end
+        return self.model
+
+    def _score(self, model: CpuModel, since: int) -> None:
+        if since >= self._size:
+            return
+        bare = dataclasses.replace(model, margin=0.0)  # scores against the raw quantiles
+        batch = predict_cpu(bare, self._rows[since : self._size].astype(np.float64))
+        labels = self._labels[since : self._size]
+        self._scores.extend(np.maximum(batch.low - labels, labels - batch.high).tolist())
+
+    def _fit(self, start: int, end: int, version: int, margin: float) -> CpuModel:
         import xgboost as xgb
 
         config = self.config
@@ -304,9 +353,8 @@ class CpuLearner:
             "seed": config.seed,
             "verbosity": 0,
         }
-        data = xgb.DMatrix(self._rows[start:end], label=self._labels[start:end])
+        rows = self._rows[start:end]
+        labels = self._labels[start:end] - _anchor(rows.astype(np.float64))
+        data = xgb.DMatrix(rows, label=labels)
         booster = xgb.train(params, data, num_boost_round=config.cpu_trees)
-        version = self.model.version + 1 if self.model is not None else 1
-        self.model = CpuModel(booster, version, end - start)
-        self._since_train = 0
-        return self.model
+        return CpuModel(booster, version, end - start, margin)
