@@ -55,7 +55,7 @@ def markdown(results: list[dict[str, Any]]) -> str:
     lines = [
         f"| trace | part | jobs | mean efficiency | {head} | model vs best baseline "
         "| interval coverage / width | below 50 %: flagged, precision, recall |",
-        "|" + "---|" * (8 + len(PREDICTORS) - 3),
+        "|" + "---|" * (7 + len(PREDICTORS)),
     ]
     for r in results:
         name = r["trace"].removesuffix(".swf.gz")
