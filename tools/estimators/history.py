@@ -386,7 +386,8 @@ class HistoryEstimator:
         if row is None:
             row = self.state.row(job)
         self.memory.observe(row, job)
-        self.cpu.observe(row, job)
+        if self.config.cpu_efficiency:
+            self.cpu.observe(row, job)
         self.state.finished(job)
         if job.run_s is None or job.run_s <= 0:
             return  # nothing to learn: a job that never ran says nothing about run time
@@ -451,7 +452,8 @@ class HistoryEstimator:
         self.state.submitted(job)
         self._pending[job.job_id] = row
         self.memory.submitted(row, job)
-        self.cpu.submitted(row, job)
+        if self.config.cpu_efficiency:
+            self.cpu.submitted(row, job)
         return row
 
     @property

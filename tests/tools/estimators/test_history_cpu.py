@@ -177,3 +177,11 @@ def test_cli_cpu_target_on_a_trace_without_cpu_time_exits_2(tmp_path: Path) -> N
     assert result.exit_code == 2
     body = json.loads(result.stdout)
     assert body["field"] == "avg_cpu_time_s" and "field 6" in body["error"]
+
+
+def test_the_cpu_model_can_be_switched_off() -> None:
+    estimator = HistoryEstimator(QUICK.model_copy(update={"cpu_efficiency": False}))
+    estimator.learn_history(_jobs(300))
+    assert estimator.cpu.model is None and estimator.cpu.known == 0
+    prediction = estimator.predict(HistoryJob(job_id="w", submit_time_s=1e6, user="u1", procs=32))
+    assert prediction.cpu_efficiency_p50 is None and prediction.cpu_source is None
