@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from knowledge_base.catalog import NodeType, Partition, System
 from knowledge_base.records import Interval, JobRecord, ResourceEstimate
-from knowledge_base.workload import GenericJob, Objective, WorkloadSpec
+from knowledge_base.workload import DNNTraining, GenericJob, Objective, WorkloadSpec
 from tools.planning.estimation import Candidate, Estimator, NoEstimate, Workload
 
 if TYPE_CHECKING:  # imported where used: xgboost is heavy and DNN planning never needs it
@@ -45,6 +45,7 @@ __all__ = [
     "CoreAdvice",
     "GuessFallbackEstimator",
     "HistoryRuntimeEstimator",
+    "UserHistoryMemory",
     "core_advice",
     "large_memory_reason",
     "memory_share_mb",
@@ -293,6 +294,84 @@ class HistoryRuntimeEstimator:
             procs=candidate.nodes * candidate.cores_per_node,
             requested_time_s=float(workload.walltime_s) if workload.walltime_s else None,
             requested_memory_kb_per_proc=asked * 1024 / candidate.cores_per_node if asked else None,
+        )
+
+
+class UserHistoryMemory:
+    """A DNN estimator whose host memory comes from the user's own past runs, where any.
+
+    ``inner`` (the white-box or profiled estimator) answers as before; when the system's
+    history holds ended runs of this user under this job name (``spec.name``: the batch
+    job's name, what accounting records as its application) with a recorded peak, the
+    host memory becomes the history's: the memory model's median and its request for the
+    center's OOM rate (``held_out``); before that model is trained, the user's last use
+    and, as the top, the larger of it and the white-box top (``assumed``). GPU memory,
+    run time and everything else stay the inner estimator's.
+    """
+
+    def __init__(
+        self,
+        inner: Estimator,
+        history: HistoryEstimator,
+        *,
+        system: str,
+        user: str,
+        name: str,
+        now_s: float,
+    ) -> None:
+        self.inner = inner
+        self.history = history
+        self.system = system
+        self.user = user
+        self.name = name
+        self.now_s = now_s
+
+    @property
+    def estimator_id(self) -> str:
+        return self.inner.estimator_id
+
+    def estimate(self, workload: Workload, candidate: Candidate) -> ResourceEstimate | NoEstimate:
+        answer = self.inner.estimate(workload, candidate)
+        if not isinstance(answer, ResourceEstimate) or not isinstance(workload, DNNTraining):
+            return answer
+        runs = self.history.memory.state.user_runs(self.user, self.name)
+        if candidate.system.name != self.system or runs == 0:
+            return answer
+        from tools.estimators.features import HistoryJob
+
+        cores = candidate.cores_per_node
+        prediction = self.history.predict(
+            HistoryJob(
+                job_id="what-if",
+                submit_time_s=self.now_s,
+                user=self.user,
+                application=self.name,
+                partition=candidate.partition.name,
+                procs=candidate.nodes * cores,
+                requested_memory_kb_per_proc=answer.memory_mb.high * 1024 / cores,
+            )
+        )
+        if prediction.memory_safe_kb_per_proc is None:
+            return answer
+        point = (prediction.memory_p50_kb_per_proc or 0.0) * cores / 1024
+        high = max(prediction.memory_safe_kb_per_proc * cores / 1024, point)
+        calibrated = prediction.memory_source == "model"
+        memory = Interval(
+            point=point,
+            low=0.0 if calibrated else point * 0.5,
+            high=high,
+            coverage=1.0 - self.history.config.target_oom_rate if calibrated else 0.8,
+            coverage_basis="held_out" if calibrated else "assumed",
+        )
+        return answer.model_copy(
+            update={
+                "memory_mb": memory,
+                "option": answer.option.model_copy(
+                    update={"memory_mb": max(1, math.ceil(memory.high))}
+                ),
+                "label": f"{answer.label}; host memory from {runs} past runs of "
+                f"{self.name} by {self.user} (history)",
+            }
         )
 
 
