@@ -15,6 +15,7 @@ from rightsize.progress import progress
 if TYPE_CHECKING:  # the replay loads xgboost: imported when the command runs
     from tools.estimators.metrics import PredictorScore
     from tools.estimators.replay import BenchResult
+    from tools.estimators.replay_cpu import CpuBenchResult
     from tools.estimators.replay_memory import MemoryBenchResult, MemoryPart
 
 __all__ = ["history_bench"]
@@ -110,6 +111,42 @@ def _render_memory(result: MemoryBenchResult) -> None:
         console.print(f"note: {note}")
 
 
+_CPU_LABELS = {
+    "user_last": "the user's last efficiency",
+    "user_median": "the user's median of ten",
+    "model": "model median",
+}
+
+
+def _render_cpu(result: CpuBenchResult) -> None:
+    parts = (("all jobs", result.all_jobs), ("held out: the later half", result.held_out))
+    table = Table(
+        title=f"{result.trace}: CPU efficiency (CPU time / (run x processors)), "
+        f"{result.jobs_with_efficiency} jobs with one of {result.jobs_read} read, "
+        f"{result.seconds:.0f} s"
+    )
+    for column in ("predictor", *(f"MAE, {name}" for name, _ in parts)):
+        table.add_column(column, justify="left" if column == "predictor" else "right")
+    for key, label in _CPU_LABELS.items():
+        table.add_row(
+            label, *(f"{part.mae[key]:.3f}" if key in part.mae else "" for _, part in parts)
+        )
+    console.print(table)
+    for name, part in parts:
+        if part.interval_coverage is None:
+            continue
+        console.print(
+            f"{name}: {part.jobs} jobs, mean efficiency {part.mean_efficiency:.2f}; the model's "
+            f"0.1-0.9 interval holds {part.interval_coverage:.0%} (mean width "
+            f"{part.interval_width:.2f}); {part.low_predicted} put below 50 %, "
+            f"{part.low_precision or 0:.0%} of them ran below it"
+        )
+    if result.kept_out:
+        console.print("kept out: " + ", ".join(f"{k} {v}" for k, v in result.kept_out.items()))
+    for note in result.notes:
+        console.print(f"note: {note}")
+
+
 def history_bench(
     trace: Path = typer.Option(..., "--trace", help="An SWF trace, .swf or .swf.gz"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
@@ -117,7 +154,9 @@ def history_bench(
         None, "--limit", min=1, help="Replay only the first N jobs of the trace."
     ),
     target: str = typer.Option(
-        "runtime", "--target", help="What to predict: runtime or memory (per processor)."
+        "runtime",
+        "--target",
+        help="What to predict: runtime, memory (per processor) or cpu-efficiency.",
     ),
     predictions_out: Path | None = typer.Option(
         None,
@@ -134,11 +173,15 @@ def history_bench(
 
     With ``--target memory``: the memory request per processor of the user, of
     last-three-max x k and of the model, as OOM rate and waste (a trace without used
-    memory is an error).
+    memory is an error). With ``--target cpu-efficiency``: the mean absolute error of the
+    user's last efficiency, their median and the model's (a trace without CPU time,
+    SWF field 6, is an error).
     """
-    if target not in ("runtime", "memory"):
+    if target not in ("runtime", "memory", "cpu-efficiency"):
         fail(
-            InvalidInputError("must be runtime or memory", field="--target", value=target),
+            InvalidInputError(
+                "must be runtime, memory or cpu-efficiency", field="--target", value=target
+            ),
             as_json,
         )
     if predictions_out is not None and target != "memory":
@@ -152,6 +195,9 @@ def history_bench(
         )
     if target == "memory":
         _memory_bench(trace, as_json, limit, predictions_out)
+        return
+    if target == "cpu-efficiency":
+        _cpu_bench(trace, as_json, limit)
         return
     from tools.estimators.replay import history_bench as run_history_bench
 
@@ -178,3 +224,16 @@ def _memory_bench(
     except OSError as error:
         fail(InvalidInputError(f"cannot read or write: {error}", source=str(trace)), as_json)
     emit(result, as_json, lambda: _render_memory(result))
+
+
+def _cpu_bench(trace: Path, as_json: bool, limit: int | None) -> None:
+    from tools.estimators.replay_cpu import cpu_bench
+
+    try:
+        with progress(f"replaying {trace.name} (CPU efficiency)", quiet=as_json):
+            result = cpu_bench(trace, limit=limit)
+    except RightsizeError as error:
+        fail(error, as_json)
+    except OSError as error:
+        fail(InvalidInputError(f"cannot read the trace: {error}", source=str(trace)), as_json)
+    emit(result, as_json, lambda: _render_cpu(result))

@@ -44,7 +44,8 @@ class HistoryJob:
     """One batch job as the history estimator sees it.
 
     The request fields are what the scheduler knows at submit time. ``run_s``,
-    ``end_time_s``, ``state`` and ``used_memory_kb_per_proc`` are the outcome: set them
+    ``end_time_s``, ``state``, ``used_memory_kb_per_proc`` and ``used_cpu_s_per_proc``
+    (CPU time used per processor: SLURM's TotalCPU over the cores) are the outcome: set them
     when passing a finished job to ``observe``; prediction never reads them.
     ``submit_time_s`` is any consistent clock in seconds (Unix time for live use);
     ``utc_offset_s`` turns it into local time for the time-of-day features.
@@ -65,6 +66,7 @@ class HistoryJob:
     end_time_s: float | None = None
     state: JobState | None = None
     used_memory_kb_per_proc: float | None = None
+    used_cpu_s_per_proc: float | None = None  # CPU time per processor (SWF field 6)
 
     @classmethod
     def from_job_record(cls, record: JobRecord, utc_offset_s: float = 0.0) -> HistoryJob:
@@ -91,6 +93,9 @@ class HistoryJob:
             end_time_s=None if record.end_time is None else record.end_time.timestamp(),
             state=record.state,
             used_memory_kb_per_proc=per_proc_kb(record.used_memory_mb),
+            used_cpu_s_per_proc=(
+                None if record.used_cpu_s is None or not procs else record.used_cpu_s / procs
+            ),
         )
 
 

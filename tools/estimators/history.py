@@ -67,6 +67,9 @@ budget (2 %) of the jobs beyond it (about a minute on SDSC, 0 on KTH, hours on L
 little of the budget. A caller wanting the strict cap takes ``min(safe, request)``; the
 benchmark reports both.
 
+CPU efficiency (the share of its cores a job keeps busy) has one too,
+:class:`~tools.estimators.history_cpu.CpuLearner`, on its own count of jobs that record it.
+
 Memory (KB per processor) has a learner of its own, :class:`~tools.estimators.
 history_memory.MemoryLearner` (quantiles of the use, and a request calibrated for
 ``target_oom_rate`` of OOMs: that module says how), retrained and recalibrated on this
@@ -102,6 +105,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from knowledge_base.records import Interval
 from tools.estimators.features import FEATURE_NAMES, FeatureState, HistoryJob
+from tools.estimators.history_cpu import CpuLearner, predict_cpu
 from tools.estimators.history_memory import MemoryLearner, MemoryModel, predict_memory
 from tools.estimators.history_runtime import (
     _COL,
@@ -184,6 +188,20 @@ class HistoryPrediction(BaseModel):
         default=None,
         description="The memory model's distribution of the use: (P(use <= KB), KB), "
         "ascending; what the Re-scheduler conditions on after an OOM",
+    )
+    cpu_efficiency_p50: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Median share of its cores the job keeps busy (CPU time / (run x cores))",
+    )
+    cpu_efficiency_low: float | None = Field(default=None, ge=0, le=1, description="0.1 quantile")
+    cpu_efficiency_high: float | None = Field(default=None, ge=0, le=1, description="0.9 quantile")
+    cpu_source: Literal["model", "fallback"] | None = Field(
+        default=None, description="Whether the efficiency came from the CPU model"
+    )
+    cpu_user_shape_jobs: int = Field(
+        default=0, ge=0, description="The user's recent jobs of this processor count with one"
     )
     source: Literal["model", "fallback"]
     model_version: int = Field(ge=0, description="Retrains so far; 0 before the first")
@@ -350,6 +368,7 @@ class HistoryEstimator:
         # Out-of-sample outcomes, newest last: under-predicted at each of SAFE_WEIGHTS.
         self._safe_under = np.zeros((0, len(SAFE_WEIGHTS)), dtype=np.bool_)
         self.memory = MemoryLearner(self.config, schedule=False)
+        self.cpu = CpuLearner(self.config)  # retrains on its own count of jobs with one
 
     # --- the calls agents make -------------------------------------------------------
 
@@ -367,6 +386,8 @@ class HistoryEstimator:
         if row is None:
             row = self.state.row(job)
         self.memory.observe(row, job)
+        if self.config.cpu_efficiency:
+            self.cpu.observe(row, job)
         self.state.finished(job)
         if job.run_s is None or job.run_s <= 0:
             return  # nothing to learn: a job that never ran says nothing about run time
@@ -431,6 +452,8 @@ class HistoryEstimator:
         self.state.submitted(job)
         self._pending[job.job_id] = row
         self.memory.submitted(row, job)
+        if self.config.cpu_efficiency:
+            self.cpu.submitted(row, job)
         return row
 
     @property
@@ -546,6 +569,12 @@ class HistoryEstimator:
         mem_safe = float(batch.memory_safe_kb_per_proc[0])
         values, coverage = runtime_distribution(model, np.asarray([row], dtype=np.float64))
         schedule = distribution_quantile(values, coverage, self.config.schedule_quantile)
+        cpu = predict_cpu(self.cpu.model, np.asarray([self.cpu.row(row, job)], dtype=np.float64))
+        cpu_p50 = float(cpu.p50[0])
+
+        def share(value: float) -> float | None:
+            return None if math.isnan(value) else min(max(value, 0.0), 1.0)
+
         return HistoryPrediction(
             runtime_estimate_s=float(batch.runtime_estimate_s[0]),
             runtime_p50_s=float(batch.runtime_p50_s[0]),
@@ -558,6 +587,13 @@ class HistoryEstimator:
             if model is not None and model.memory is not None
             else (None if math.isnan(mem_safe) else "fallback"),
             memory_distribution_kb_per_proc=distribution,
+            cpu_efficiency_p50=share(cpu_p50),
+            cpu_efficiency_low=share(float(cpu.low[0])),
+            cpu_efficiency_high=share(float(cpu.high[0])),
+            cpu_source=None
+            if math.isnan(cpu_p50)
+            else ("model" if self.cpu.model is not None else "fallback"),
+            cpu_user_shape_jobs=self.cpu.state.user_jobs_of_shape(job),
             source="fallback" if model is None else "model",
             model_version=0 if model is None else model.version,
             trained_on_jobs=0 if model is None else model.trained_on_jobs,

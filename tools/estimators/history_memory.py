@@ -162,6 +162,11 @@ class MemoryState:
             return None
         return self._keys.get((kind, user, value))
 
+    def user_runs(self, user: str | None, application: str | None) -> int:
+        """How many of ``user``'s ended runs of ``application`` recorded a use."""
+        found = self._key("app", user, application)
+        return 0 if found is None else found.n
+
     def row(self, job: HistoryJob) -> list[float]:
         """Features of ``job`` (reads only its request) given the uses seen so far."""
         user = self._users.get(job.user) if job.user is not None else None

@@ -143,6 +143,11 @@ class HistoryConfig(BaseModel):
     quantile_trees: int = Field(default=60, ge=1, description="The memory model's rounds")
     max_depth: int = Field(default=6, ge=1, description="The memory model's depth")
     learning_rate: float = Field(default=0.15, gt=0, le=1, description="The memory model's")
+    cpu_efficiency: bool = Field(
+        default=True, description="Learn CPU efficiency where the history records CPU time"
+    )
+    cpu_trees: int = Field(default=40, ge=1, description="The CPU-efficiency model's rounds")
+    cpu_depth: int = Field(default=5, ge=1, description="The CPU-efficiency model's depth")
     # One thread: on a shared machine, OpenMP threads that wait for a busy core stall a
     # retrain from 1 s to 20 s; one thread costs little and stays predictable.
     threads: int = Field(default=1, ge=1)

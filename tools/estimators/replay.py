@@ -81,6 +81,7 @@ def history_job_from_swf(job: SWFJob, header: SWFHeader | None = None) -> Histor
         used_memory_kb_per_proc=(
             None if job.used_memory_kb_per_proc is None else float(job.used_memory_kb_per_proc)
         ),
+        used_cpu_s_per_proc=None if job.avg_cpu_time_s is None else float(job.avg_cpu_time_s),
     )
 
 
@@ -125,7 +126,10 @@ def replay(jobs: Iterable[HistoryJob], config: HistoryConfig | None = None) -> R
     """Replay ``jobs`` chronologically through a fresh estimator and the baselines."""
     ordered = sorted(jobs, key=lambda job: job.submit_time_s)  # stable: ties keep file order
     n = len(ordered)
-    estimator = HistoryEstimator(config)
+    # The run-time replay scores run time only: the CPU model would cost retrains for nothing.
+    estimator = HistoryEstimator(
+        (config or HistoryConfig()).model_copy(update={"cpu_efficiency": False})
+    )
     last2 = LastTwo()
     out = {name: np.full(n, np.nan) for name in ("estimate", "p50", "safe", "mem_p50", "mem_safe")}
     requested = np.full(n, np.nan)

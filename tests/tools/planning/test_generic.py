@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from knowledge_base.catalog import Catalog
-from knowledge_base.records import JobRecord, JobState, ResourceEstimate
-from knowledge_base.workload import GenericJob, Goals, WorkloadSpec
+from knowledge_base.records import Interval, JobRecord, JobState, ResourceEstimate
+from knowledge_base.workload import DNNTraining, GenericJob, Goals, WorkloadSpec
 from tools.estimators.features import HistoryJob
 from tools.estimators.history import HistoryConfig
 from tools.planning.builder import BuildContext, PlanningConfig
@@ -16,8 +16,11 @@ from tools.planning.generic import (
     GUESS_ID,
     GuessFallbackEstimator,
     HistoryRuntimeEstimator,
+    UserHistoryMemory,
+    plan_with_core_advice,
     train_history,
 )
+from tools.planning.selector import Selection
 from tools.planning.whatif import what_if
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
@@ -125,3 +128,121 @@ def _what_if(job: GenericJob, limit_s: int) -> HistoryJob:
         procs=28,
         requested_time_s=float(limit_s),
     )
+
+
+def _busy_history(jobs: int, efficiency: float) -> list[JobRecord]:
+    """Alice's 28-core runs, keeping ``efficiency`` (+-0.05) of their cores busy."""
+    return [
+        record.model_copy(
+            update={
+                "used_cpu_s": (record.run_s or 0) * 28 * (efficiency + 0.05 * ((index % 3) - 1)),
+                "requested_tasks": 28,
+            }
+        )
+        for index, record in enumerate(_history(jobs))
+    ]
+
+
+def _plan_with_advice(catalog: Catalog, efficiency: float) -> Selection:
+    trained = train_history(
+        _busy_history(60, efficiency), HistoryConfig(first_train_jobs=40, threads=1)
+    )
+    assert trained is not None
+    history = HistoryRuntimeEstimator(
+        "owens", trained, user="alice", now_s=(START + timedelta(days=5)).timestamp()
+    )
+    spec = WorkloadSpec(
+        name="md",
+        user="alice",
+        workload=JOB,
+        goals=Goals(systems=["owens"], partitions=["batch"]),
+    )
+    return plan_with_core_advice(
+        spec,
+        catalog,
+        now=START + timedelta(days=5),
+        estimators=[history, GuessFallbackEstimator()],
+        rates=DollarRates(usd_per_su=1.0),
+    )
+
+
+def test_a_plan_that_would_leave_most_cores_idle_says_so_and_offers_fewer(
+    catalog: Catalog,
+) -> None:
+    selection = _plan_with_advice(catalog, 0.2)
+    assert selection.recommended is not None
+    assert selection.recommended.option.cores_per_node == 28  # the user's shape still leads
+    notes = [note for note in selection.notes if note.startswith("history: this user's jobs")]
+    assert len(notes) == 1 and "cores would do" in notes[0]
+    shown = int(notes[0].split("~")[1].split("%")[0])
+    assert 10 <= shown <= 30  # the runs kept 15-25 % of their cores busy
+    assert "cores would do" in selection.recommended.estimate.label
+    fewer = [
+        plan for plan in selection.ranked if plan.option.nodes * plan.option.cores_per_node < 28
+    ]
+    assert len(fewer) == 1 and fewer[0] is selection.ranked[-1]
+    offered = fewer[0].option.nodes * fewer[0].option.cores_per_node
+    assert 5 <= offered <= 14  # about a fifth busy: the 0.9 quantile's share, not all 28
+    assert f"asks for {offered}" in notes[0]
+    assert any("fewer cores than asked" in note for note in fewer[0].notes)
+
+
+def test_a_plan_whose_cores_are_busy_offers_nothing_more(catalog: Catalog) -> None:
+    selection = _plan_with_advice(catalog, 0.9)
+    assert selection.recommended is not None
+    assert not any("cores would do" in note for note in selection.notes)
+    assert all(plan.option.cores_per_node == 28 for plan in selection.ranked)
+
+
+class _WhiteBox:
+    """A DNN estimator that says 4 GB of host memory per node, whatever the history."""
+
+    estimator_id = "white-box"
+
+    def estimate(self, workload: object, candidate: Candidate) -> ResourceEstimate:
+        runtime = Interval(point=3600.0, low=3000.0, high=4000.0, coverage_basis="assumed")
+        memory = Interval(point=3000.0, low=2500.0, high=4000.0, coverage_basis="assumed")
+        return ResourceEstimate(
+            option=candidate.option(runtime, memory),
+            runtime_s=runtime,
+            memory_mb=memory,
+            estimator_id=self.estimator_id,
+            label="white-box",
+        )
+
+
+def test_a_dnn_job_takes_host_memory_from_the_users_own_runs_where_they_exist(
+    catalog: Catalog,
+) -> None:
+    # Alice's "train-r50" runs peaked at 20-22 GB a node: the white-box 4 GB would be killed.
+    records = [
+        record.model_copy(
+            update={
+                "application": "train-r50",
+                "used_memory_mb": 20_000 + 1_000 * (index % 3),
+                "requested_memory_mb": 64_000,
+            }
+        )
+        for index, record in enumerate(_history(60))
+    ]
+    trained = train_history(records, HistoryConfig(first_train_jobs=40, threads=1))
+    assert trained is not None
+    workload = DNNTraining(model="resnet50", dataset_samples=20000, epochs=1, batch_sizes=[32])
+    now_s = (START + timedelta(days=5)).timestamp()
+
+    def wrapped(user: str, name: str) -> ResourceEstimate:
+        estimator = UserHistoryMemory(
+            _WhiteBox(), trained, system="owens", user=user, name=name, now_s=now_s
+        )
+        answer = estimator.estimate(workload, _candidate(catalog))
+        assert isinstance(answer, ResourceEstimate)
+        return answer
+
+    own = wrapped("alice", "train-r50")
+    assert 19_000 <= own.memory_mb.point <= 23_000
+    assert own.memory_mb.high >= 21_000 and own.option.memory_mb >= own.memory_mb.high
+    assert "past runs of train-r50 by alice" in own.label
+    assert own.runtime_s.point == 3600.0  # only host memory comes from the history
+    for user, name in (("bob", "train-r50"), ("alice", "other-job")):
+        untouched = wrapped(user, name)
+        assert untouched.memory_mb.high == 4000.0 and untouched.label == "white-box"
