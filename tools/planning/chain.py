@@ -169,7 +169,9 @@ class EstimatorChain:
             from tools.estimators.gpu_memory.planner import WhiteBoxGpuMemory
 
             choice = self.gpu_time_choice()
+            histories = await self._trained_histories(spec, catalog)
             for estimator in [*self._hardware_estimators(spec), *default_estimators(spec)]:
+                estimator = self._user_memory(estimator, spec, histories, now)
                 chain.append(WhiteBoxGpuMemory(estimator, "" if choice.use else choice.reason))
             return chain
         chain.extend(self._hardware_estimators(spec))
@@ -269,6 +271,36 @@ class EstimatorChain:
                 found.append(GpuOpCostEstimator(reason=choice.reason, correction=self._correction))
         return found
 
+    async def _trained_histories(
+        self, spec: WorkloadSpec, catalog: Catalog
+    ) -> list[tuple[str, HistoryEstimator]]:
+        """The systems of ``spec``'s goals (every system: none named) whose history
+        estimator is trained, with it."""
+        found = []
+        for system in spec.goals.systems or catalog.names():
+            trained = await self.history(system)
+            if trained is not None:
+                found.append((system, trained))
+        return found
+
+    @staticmethod
+    def _user_memory(
+        estimator: Estimator,
+        spec: WorkloadSpec,
+        histories: list[tuple[str, HistoryEstimator]],
+        now: datetime,
+    ) -> Estimator:
+        """``estimator`` with its host memory from this user's own runs of this job on
+        each system whose history records them (``UserHistoryMemory``); unchanged else."""
+        from tools.planning.generic import UserHistoryMemory
+
+        for system, trained in histories:
+            estimator = UserHistoryMemory(
+                estimator, trained, system=system, user=spec.user, name=spec.name,
+                now_s=now.timestamp(),
+            )  # fmt: skip
+        return estimator
+
     async def _history_estimators(
         self, spec: WorkloadSpec, catalog: Catalog, now: datetime
     ) -> list[Estimator]:
@@ -276,14 +308,10 @@ class EstimatorChain:
             return []
         from tools.planning.generic import HistoryRuntimeEstimator
 
-        found: list[Estimator] = []
-        for system in spec.goals.systems or catalog.names():
-            trained = await self.history(system)
-            if trained is not None:
-                found.append(
-                    HistoryRuntimeEstimator(system, trained, user=spec.user, now_s=now.timestamp())
-                )
-        return found
+        return [
+            HistoryRuntimeEstimator(system, trained, user=spec.user, now_s=now.timestamp())
+            for system, trained in await self._trained_histories(spec, catalog)
+        ]
 
     async def history(self, system: str) -> HistoryEstimator | None:
         """``system``'s history estimator: the kept one while the knowledge base has no

@@ -18,8 +18,9 @@ from knowledge_base.workload import Objective, WorkloadSpec
 from tools.planning.chain import ChainConfig, EstimatorChain, PromotedLoader
 from tools.planning.cost import DollarRates
 from tools.planning.estimation import Estimator
+from tools.planning.generic import plan_with_core_advice
 from tools.planning.queue import QueueModel
-from tools.planning.selector import Selection, plan
+from tools.planning.selector import Selection
 
 __all__ = ["gather_estimators", "plan_workload", "shared_chain"]
 
@@ -72,8 +73,9 @@ def plan_workload(
     rates: DollarRates | None = None,
     now: datetime | None = None,
 ) -> Selection:
-    """Every option for ``spec``, policy-checked, priced, ranked by the objective."""
-    return plan(
+    """Every option for ``spec``, policy-checked, priced, ranked by the objective (with
+    a fewer-cores alternative where the history says the cores would sit idle)."""
+    return plan_with_core_advice(
         spec,
         catalog,
         now=now or datetime.now(UTC),

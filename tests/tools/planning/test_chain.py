@@ -209,3 +209,50 @@ async def test_the_promoted_estimator_is_read_once_and_again_after_a_promotion_e
     clock.now_s += 2
     assert (await chain.estimators(GENERIC, catalog))[0].estimator_id == "reg-3"
     assert loaded == ["reg-1", "reg-2", "reg-3"] and len(reads) == 3
+
+
+async def test_a_dnn_plan_takes_host_memory_from_the_users_own_runs_in_the_history(
+    sqlite_kb: SQLiteKnowledgeBase, catalog: Catalog
+) -> None:
+    """The chain wraps DNN estimators with the user's own past runs of the job (by name)."""
+    runs = [
+        record.model_copy(
+            update={
+                "application": "train-r50",
+                "used_memory_mb": 20_000 + 1_000 * (index % 3),
+                "requested_memory_mb": 64_000,
+            }
+        )
+        for index, record in enumerate(_jobs(1100))
+    ]
+    await sqlite_kb.add_jobs(runs)
+    workload = DNNTraining(model="resnet50", dataset_samples=20000, epochs=1, batch_sizes=[32])
+    owens = catalog.system("owens")
+    batch = owens.partition("batch")
+    node_type = owens.node_type_of(batch)
+    assert node_type is not None
+    candidate = Candidate(owens, batch, node_type, 1, 28, 0)
+
+    def first_answer(estimators: list[Estimator]) -> ResourceEstimate:
+        for estimator in estimators:
+            answer = estimator.estimate(workload, candidate)
+            if isinstance(answer, ResourceEstimate):
+                return answer
+        raise AssertionError("no estimator answered")
+
+    chain = EstimatorChain(sqlite_kb, ChainConfig())
+    now = START + timedelta(days=50)
+    own = first_answer(
+        await chain.estimators(
+            WorkloadSpec(name="train-r50", user="alice", workload=workload), catalog, now
+        )
+    )
+    other = first_answer(
+        await chain.estimators(
+            WorkloadSpec(name="train-r50", user="bob", workload=workload), catalog, now
+        )
+    )
+
+    assert "past runs of train-r50 by alice" in own.label
+    assert 19_000 <= own.memory_mb.point <= 23_000
+    assert "past runs" not in other.label and other.memory_mb.point < 19_000
