@@ -168,6 +168,26 @@ def _shape(plan: PlannedOption) -> str:
     return text
 
 
+def _widths(headers: list[str], body: list[list[str]], total: int) -> list[int]:
+    """Column widths that fit ``total`` characters where they can by wrapping cost, then
+    shape, then the partition column at spaces only: no column is narrower than its
+    longest word, so an id (to be copied) is never split at a narrow terminal's edge."""
+    cells = [[header, *(row[i] for row in body)] for i, header in enumerate(headers)]
+    natural = [max(len(cell) for cell in column) for column in cells]
+    words = [max(len(word) for cell in column for word in cell.split()) for column in cells]
+    # The box's two edges, a divider between columns, a space of padding each side inside.
+    excess = sum(natural) + 3 * len(headers) - 1 - total
+    widths = list(natural)
+    for name in ("cost", "$", "shape", "system/partition"):
+        if excess <= 0:
+            break
+        if name in headers:
+            i = headers.index(name)
+            widths[i] = max(words[i], natural[i] - excess)
+            excess -= natural[i] - widths[i]
+    return widths
+
+
 def _render(selection: Selection, top: int) -> None:
     console.print(
         f"[bold]{selection.workload}[/]: {len(selection.ranked)} feasible plans, "
@@ -192,8 +212,8 @@ def _render(selection: Selection, top: int) -> None:
         )
         columns = ["#", "system/partition", "shape", "run", "walltime"]
         columns += ["wait", "finish"] if waits else []
-        for column in [*columns, "cost", *(["$"] if dollars else [])]:
-            table.add_column(column, overflow="fold")
+        headers = [*columns, "cost", *(["$"] if dollars else [])]
+        body = []
         for number, (p, also) in enumerate(page, start=1):
             jobs = len(p.segment_walltimes_s)
             cells = [
@@ -205,7 +225,11 @@ def _render(selection: Selection, top: int) -> None:
             ]
             if waits:
                 cells += [_hours(p.expected_wait_s), _hours(p.expected_finish_s)]
-            table.add_row(*cells, _cost(p), *([_usd(p)] if dollars else []))
+            body.append([*cells, _cost(p), *([_usd(p)] if dollars else [])])
+        for column, width in zip(headers, _widths(headers, body, console.width), strict=True):
+            table.add_column(column, overflow="fold", width=width)
+        for cells in body:
+            table.add_row(*cells)
         console.print(table)
         if any(also for _, also in page):
             console.print(

@@ -85,3 +85,17 @@ def test_status_keeps_plan_ids_whole_in_80_columns_and_wide_shows_all(tmp_path: 
 )
 def test_runs_under_an_hour_read_in_minutes(seconds: float, shown: str) -> None:
     assert _hours(seconds) == shown
+
+
+def test_the_plan_table_keeps_every_partition_whole_at_80_columns() -> None:
+    result = runner.invoke(app, ["plan", str(EXAMPLES / "resnet50.yaml")], env={"COLUMNS": "80"})
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in lines)
+    rows = [line.split() for line in lines if line[:4].strip().isdigit()]
+    assert rows, result.stdout
+    # Every row's second word is a whole SYSTEM/PARTITION of the catalog's GPU partitions.
+    for words in rows:
+        system, partition = words[1].split("/")
+        assert system == "pitzer" and partition.startswith("gpu") and not partition.endswith("-")
