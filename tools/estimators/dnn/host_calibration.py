@@ -154,7 +154,10 @@ def _rows(model: oc.OpCostModel, steps: Sequence[oc.StepItem]) -> list[oc.Row]:
         compute, other = oc._opsum(model.booster, s.x, s.counts, s.threads, model.op_target)
         operators = oc.eager_operators(float(np.sum(s.counts)), s.rnn_ops, s.rnn_calls)
         update = oc._update_s(model.updates, s.optimizer, s.threads, s.parameters)
-        out.append((compute, other, operators, update, float(s.rnn_ops), s.measured_s))
+        drawn_s = s.random_elements * oc.RANDOM_S_PER_ELEMENT
+        out.append(
+            (compute, other, operators, update, float(s.rnn_ops), s.views, drawn_s, s.measured_s)
+        )
     return out
 
 
@@ -196,7 +199,7 @@ def calibrate(
                 continue
             coef = _fit(model, rest, threads)
             for row in _rows(model, [s for s in mine if s.family == family]):
-                residuals.append(float(np.log(row[5] / oc._apply(coef, *row[:5]))))
+                residuals.append(float(np.log(row[-1] / oc._apply(coef, *row[:-1]))))
     if not counts:
         raise InvalidInputError(
             f"fewer than {MIN_STEPS} timed zoo steps for every thread count "

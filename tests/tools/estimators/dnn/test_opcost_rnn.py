@@ -99,7 +99,7 @@ def test_probe_steps_train_the_step_law_and_are_not_scored(
     assert apart.meta["probe_step_rows"] == 12 and apart.meta["step_rows"] == 40
     assert apart.meta["validation"]["all"]["rows"] == 40
     for coef in apart.step.values():
-        assert len(coef) == 5
+        assert len(coef) == 7  # [a, o, b, c, r, fixed, v]
         assert coef[4] < coef[2]  # a loop's operator costs less than an eager one
 
 
