@@ -51,11 +51,7 @@ from scipy.optimize import least_squares, nnls
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.dnn.coverage import timed_domain
 from tools.estimators.dnn.dataset import NODE_FEATURES
-from tools.estimators.dnn.eager import (
-    RANDOM_S_PER_ELEMENT,
-    eager_extras,
-    eager_operators,
-)
+from tools.estimators.dnn.eager import RANDOM_S_PER_ELEMENT, eager_extras, eager_operators
 from tools.estimators.dnn.opboost import (
     _FLOPS_COLUMN,
     _LOG_SCALE,
@@ -76,9 +72,12 @@ __all__ = [
     "GEOMETRY_COLUMNS",
     "OPCOST_ID_PREFIX",
     "OP_TARGETS",
+    "RANDOM_S_PER_ELEMENT",
     "OpCostModel",
     "StepItem",
     "default_model_dir",
+    "eager_extras",
+    "eager_operators",
     "fit_opcost",
     "node_rows",
     "op_seconds",

@@ -38,7 +38,8 @@ class _Head(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         for _ in range(self.reshapes):
             x = x.view(x.shape[0], 8, 4).view(x.shape[0], 32)
-        return self.fc(self.drop(x))
+        out: Tensor = self.fc(self.drop(x))
+        return out
 
 
 def _graph(reshapes: int, dropout: float) -> Any:
@@ -85,10 +86,12 @@ def _geometry(views: float, drawn: float = 0.0) -> list[float]:
 def _items(per_view_s: float) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """Steps whose time is their operators' plus ``per_view_s`` per view operator."""
     rng = random.Random(3)
-    items, lines = [], {}
+    items: list[dict[str, Any]] = []
+    lines: dict[str, dict[str, Any]] = {}
     for fam in ("resnet", "vgg", "lstm", "mlp", "dlrm", "transformer"):
         for k in range(8):
-            ops, geometry = [], []
+            ops: list[list[Any]] = []
+            geometry: list[list[float]] = []
             for _ in range(rng.randrange(10, 40)):
                 flops, moved = 10 ** rng.uniform(6, 8), 10 ** rng.uniform(4, 6)
                 t = flops / 2e10 + moved / 5e9 + 3e-6
