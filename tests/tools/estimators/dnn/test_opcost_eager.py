@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from torch import Tensor, nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from tools.estimators.dnn.opcost import (
     RANDOM_S_PER_ELEMENT,
@@ -22,7 +24,7 @@ from tools.estimators.dnn.opcost import (
     fit_opcost,
     node_rows,
 )
-from tools.profiling.opgraph import GEOMETRY_FIELDS, GEOMETRY_VERSION, op_graph
+from tools.profiling.opgraph import ALIAS_OPS, GEOMETRY_FIELDS, GEOMETRY_VERSION, op_graph
 from tools.profiling.opsweep import geometry_rows
 from tools.profiling.zoo.registry import TrainingTask
 
@@ -134,3 +136,33 @@ def test_rows_of_an_older_geometry_count_no_views() -> None:
     assert eager_extras([[0.0] * 9] * 3) == (0.0, 0.0)
     assert eager_extras(None) == (0.0, 0.0)
     assert eager_extras([_geometry(2.0, 10.0)] * 3, np.array([1.0, 2.0, 3.0])) == (12.0, 60.0)
+
+
+class _Counting(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Counts every ATen operator an eager step dispatches."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.seen: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.seen[func._overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_trace_holds_every_working_operator_an_eager_transformer_step_dispatches() -> None:
+    """The profiler's many ``copy_``/``fill_``/``add_`` of an encoder step are calls nested
+    in traced operators (or the optimizer's): forward and backward dispatch exactly the
+    traced working operators."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, nhead=4, dim_feedforward=64, batch_first=True)
+    model = nn.Sequential(nn.TransformerEncoder(layer, 2, enable_nested_tensor=False))
+    model.append(nn.Flatten()).append(nn.Linear(32 * 6, 3))
+    task = TrainingTask(model, (torch.randn(4, 6, 32),), torch.randint(0, 3, (4,)))
+    traced = Counter(n.op for n in op_graph(task).nodes)
+    model.train()
+    with _Counting() as counting:
+        task.loss_value(model(*task.inputs)).backward()  # type: ignore[no-untyped-call]
+    eager = Counter({k: v for k, v in counting.seen.items() if k not in ALIAS_OPS})
+    assert eager == traced
+    assert traced["bernoulli_"] > 0  # dropout, drawn in the step
