@@ -18,9 +18,10 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from tools.profiling.opgraph import GEOMETRY_FIELDS
+from knowledge_base.errors import InvalidInputError
+from tools.profiling.opgraph import GEOMETRY_FIELDS, GEOMETRY_VERSION
 
-__all__ = ["RANDOM_S_PER_ELEMENT", "eager_extras", "eager_operators"]
+__all__ = ["RANDOM_S_PER_ELEMENT", "eager_extras", "eager_operators", "raw_geometry"]
 
 # Seconds per random number drawn (dropout's ``bernoulli_``), on top of the operator's
 # booster price: no timed step draws any (the zoo and the probes train without dropout),
@@ -31,6 +32,21 @@ __all__ = ["RANDOM_S_PER_ELEMENT", "eager_extras", "eager_operators"]
 RANDOM_S_PER_ELEMENT = 6.5e-9
 _VIEW_FIELD = GEOMETRY_FIELDS.index("view_ops")
 _RANDOM_FIELD = GEOMETRY_FIELDS.index("random_elements")
+
+
+def raw_geometry(geometry: NDArray[np.float64] | Sequence[Sequence[float]]) -> NDArray[np.float64]:
+    """Operators' raw geometry rows as an array of ``GEOMETRY_FIELDS`` columns; rows of
+    another width (a step traced by an older version, kept in a cache) are refused, never
+    read as rows of this version."""
+    g = np.asarray(geometry, dtype=np.float64)
+    if g.size and (g.ndim != 2 or g.shape[1] != len(GEOMETRY_FIELDS)):
+        raise InvalidInputError(
+            f"operator geometry rows of shape {g.shape}; version {GEOMETRY_VERSION} has "
+            f"{len(GEOMETRY_FIELDS)} fields (trace the step again)",
+            field="geometry",
+            value=g.shape[-1],
+        )
+    return g.reshape(-1, len(GEOMETRY_FIELDS))
 
 
 def eager_extras(

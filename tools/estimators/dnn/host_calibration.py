@@ -43,6 +43,7 @@ import xgboost as xgb
 
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.dnn import opcost as oc
+from tools.estimators.dnn.eager import RANDOM_S_PER_ELEMENT, eager_operators
 
 __all__ = [
     "MIN_STEPS",
@@ -152,9 +153,9 @@ def _rows(model: oc.OpCostModel, steps: Sequence[oc.StepItem]) -> list[oc.Row]:
     out: list[oc.Row] = []
     for s in steps:
         compute, other = oc._opsum(model.booster, s.x, s.counts, s.threads, model.op_target)
-        operators = oc.eager_operators(float(np.sum(s.counts)), s.rnn_ops, s.rnn_calls)
+        operators = eager_operators(float(np.sum(s.counts)), s.rnn_ops, s.rnn_calls)
         update = oc._update_s(model.updates, s.optimizer, s.threads, s.parameters)
-        drawn_s = s.random_elements * oc.RANDOM_S_PER_ELEMENT
+        drawn_s = s.random_elements * RANDOM_S_PER_ELEMENT
         out.append(
             (compute, other, operators, update, float(s.rnn_ops), s.views, drawn_s, s.measured_s)
         )

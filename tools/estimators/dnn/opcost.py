@@ -51,7 +51,12 @@ from scipy.optimize import least_squares, nnls
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.dnn.coverage import timed_domain
 from tools.estimators.dnn.dataset import NODE_FEATURES
-from tools.estimators.dnn.eager import RANDOM_S_PER_ELEMENT, eager_extras, eager_operators
+from tools.estimators.dnn.eager import (
+    RANDOM_S_PER_ELEMENT,
+    eager_extras,
+    eager_operators,
+    raw_geometry,
+)
 from tools.estimators.dnn.opboost import (
     _FLOPS_COLUMN,
     _LOG_SCALE,
@@ -64,7 +69,7 @@ from tools.estimators.dnn.opboost import (
     with_threads,
     work_s,
 )
-from tools.profiling.opgraph import CATEGORIES, GEOMETRY_FIELDS, GEOMETRY_VERSION
+from tools.profiling.opgraph import CATEGORIES, GEOMETRY_VERSION
 
 __all__ = [
     "FAMILY_GROUPS",
@@ -72,12 +77,9 @@ __all__ = [
     "GEOMETRY_COLUMNS",
     "OPCOST_ID_PREFIX",
     "OP_TARGETS",
-    "RANDOM_S_PER_ELEMENT",
     "OpCostModel",
     "StepItem",
     "default_model_dir",
-    "eager_extras",
-    "eager_operators",
     "fit_opcost",
     "node_rows",
     "op_seconds",
@@ -138,7 +140,7 @@ def geometry_columns(
 ) -> NDArray[np.float64]:
     """``GEOMETRY_COLUMNS`` of operators given by their ``NODE_FEATURES`` rows ``x`` and
     raw geometry rows (``opgraph.GEOMETRY_FIELDS`` order)."""
-    g = np.asarray(geometry, dtype=np.float64).reshape(-1, len(GEOMETRY_FIELDS))
+    g = raw_geometry(geometry)
     if g.shape[0] != x.shape[0]:
         raise InvalidInputError(
             f"{g.shape[0]} geometry rows for {x.shape[0]} operators",
@@ -395,9 +397,8 @@ def _fit_step(rows: Sequence[Row], loss: str = "relative", constant: bool = Fals
     """[a, o, b, c, r, f, v] of step = a x compute + o x other + b x eager operators + c x
     update + r x operators of recurrent loops + f + v x view operators, plus the random
     numbers' analytic seconds (non-negative least squares of the relative error; r is 0
-    where no step has a recurrent loop, v where none dispatches a view: ``eager``). ``f``,
-    seconds per step whatever its operators (zeroing gradients, the autograd engine's
-    start, the loss's Python), is fitted only with ``constant``."""
+    where no step has a recurrent loop, v where none dispatches a view: ``eager``); ``f``,
+    seconds per step whatever its operators, only with ``constant``."""
     a = np.array(
         [
             [cs / y, os_ / y, n / y, u / y, k / y, (1.0 / y) if constant else 0.0, v / y]

@@ -18,12 +18,9 @@ import torch
 from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tools.estimators.dnn.opcost import (
-    RANDOM_S_PER_ELEMENT,
-    eager_extras,
-    fit_opcost,
-    node_rows,
-)
+from knowledge_base.errors import InvalidInputError
+from tools.estimators.dnn.eager import RANDOM_S_PER_ELEMENT, eager_extras, raw_geometry
+from tools.estimators.dnn.opcost import fit_opcost, node_rows
 from tools.profiling.opgraph import ALIAS_OPS, GEOMETRY_FIELDS, GEOMETRY_VERSION, op_graph
 from tools.profiling.opsweep import geometry_rows
 from tools.profiling.zoo.registry import TrainingTask
@@ -132,8 +129,11 @@ def test_the_step_law_fits_seconds_per_view_and_adds_random_numbers_analytically
     assert drawn - none == pytest.approx(4e6 * RANDOM_S_PER_ELEMENT)
 
 
-def test_rows_of_an_older_geometry_count_no_views() -> None:
+def test_rows_of_an_older_geometry_count_no_views_and_are_not_read_as_this_versions() -> None:
     assert eager_extras([[0.0] * 9] * 3) == (0.0, 0.0)
+    with pytest.raises(InvalidInputError, match="trace the step again") as caught:
+        raw_geometry([[1.0] * 9] * 11)  # 99 values: 9 rows of 11 if reshaped blindly
+    assert caught.value.field == "geometry"
     assert eager_extras(None) == (0.0, 0.0)
     assert eager_extras([_geometry(2.0, 10.0)] * 3, np.array([1.0, 2.0, 3.0])) == (12.0, 60.0)
 

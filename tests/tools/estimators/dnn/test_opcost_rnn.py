@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from tools.estimators.dnn.dataset import GraphData
-from tools.estimators.dnn.opcost import OpCostModel, eager_operators, fit_opcost, node_rows
+from tools.estimators.dnn.eager import eager_operators
+from tools.estimators.dnn.opcost import OpCostModel, fit_opcost, node_rows
 from tools.estimators.dnn.service import _opcost_answer
 
 from .test_opcost import _items, _local, _op_seconds, _ops, _update, _with_heldout
