@@ -46,6 +46,7 @@ __all__ = [
     "CATEGORIES",
     "GEOMETRY_FIELDS",
     "GEOMETRY_VERSION",
+    "RANDOM_OPS",
     "OpGraph",
     "OpNode",
     "category_of",
@@ -384,7 +385,7 @@ def _flops(node: Node) -> float:
 # What an operator's shapes say beyond its FLOPs and bytes (``node_geometry``). Bump
 # GEOMETRY_VERSION whenever a field is added, removed or computed differently: files of
 # geometry rows and models fitted on them carry it, and another version is refused.
-GEOMETRY_VERSION = 1
+GEOMETRY_VERSION = 2
 GEOMETRY_FIELDS: tuple[str, ...] = (
     "spatial_rank",  # convolution/pooling: spatial dims of the input longer than 1
     "kernel",  # convolution/pooling: kernel elements (product of the kernel's sizes)
@@ -395,7 +396,38 @@ GEOMETRY_FIELDS: tuple[str, ...] = (
     "out_spatial",  # convolution/pooling: output positions per channel; matrix product: M
     "out_rank",  # dimensions of the (first) output tensor
     "out_inner",  # its innermost dimension (the vectorised loop's length)
+    # version 2: what the eager step does around and inside the operator that its FLOPs
+    # and bytes do not say (the per-operator CPU model's step law reads them)
+    "random_elements",  # random numbers drawn (dropout's bernoulli_: ~6 ns each on a CPU)
+    "view_ops",  # view operators (reshape, transpose, ...) first read by this operator
 )
+# Operators that draw random numbers, one per output element.
+RANDOM_OPS = frozenset(
+    {
+        "bernoulli",
+        "bernoulli_",
+        "native_dropout",
+        "rand",
+        "rand_like",
+        "randn",
+        "randn_like",
+        "normal",
+        "normal_",
+        "uniform",
+        "uniform_",
+        "exponential_",
+        "geometric_",
+        "cauchy_",
+        "log_normal_",
+        "randint",
+        "randint_like",
+        "randperm",
+        "multinomial",
+    }
+)
+# Alias operators that an eager step never dispatches as operators of their own (tuple
+# indexing, the tracer's detaches and lifts): not counted in ``view_ops``.
+_UNDISPATCHED = frozenset({"getitem", "detach", "lift_fresh", "lift_fresh_copy", "alias"})
 _CONV_OPS = frozenset({"convolution", "convolution_backward"})
 _MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
 
@@ -421,7 +453,8 @@ def node_geometry(node: Node) -> tuple[float, ...]:
     A 1-D convolution and a 2-D one of equal FLOPs and bytes differ here (spatial rank,
     kernel, output positions), and so do a depthwise and a dense one; a 1-D pooling
     (dispatched as a 2-D one over a height of 1) has spatial rank 1. Fields that do not
-    apply to an operator are 0.
+    apply to an operator are 0. ``view_ops`` needs the graph around the node: 0 here,
+    ``_build`` counts it.
     """
     name = _op_name(node)
     out = _shape(node.meta.get("val"))
@@ -471,6 +504,7 @@ def node_geometry(node: Node) -> tuple[float, ...]:
         if len(sa) >= 2 and len(sb) >= 2:
             c_in, c_out = float(sa[-1]), float(sb[-1])
             positions = float(math.prod(sa[:-1]))
+    drawn = float(math.prod(out)) if name in RANDOM_OPS and out else 0.0
     return (
         rank,
         kernel,
@@ -481,6 +515,8 @@ def node_geometry(node: Node) -> tuple[float, ...]:
         positions,
         float(len(out)),
         float(out[-1]) if out else 0.0,
+        drawn,
+        0.0,
     )
 
 
@@ -542,9 +578,11 @@ def _build(graph: GraphModule, n_params: int, n_buffers: int, parameters: int) -
     op_nodes: list[OpNode] = []
     edges: set[tuple[int, int]] = set()
     readers: dict[Node, list[int]] = {}
+    counted: set[Node] = set()  # view operators already given to a reader
     for position, node in enumerate(compute):
         name = _op_name(node)
         ins = list(node.all_input_nodes)
+        views = _first_views(ins, base, counted)
         input_bytes = sum(_nbytes(a.meta.get("val")) for a in ins)
         param_bytes = sum(_nbytes(a.meta.get("val")) for a in ins if kinds.get(root(a)) == "param")
         op_nodes.append(
@@ -557,7 +595,7 @@ def _build(graph: GraphModule, n_params: int, n_buffers: int, parameters: int) -
                 output_bytes=_nbytes(node.meta.get("val")),
                 param_bytes=param_bytes,
                 rnn_call=int(node.meta.get(RNN_META, -1)),
-                geometry=node_geometry(node),
+                geometry=(*node_geometry(node)[:-1], float(views)),
             )
         )
         for origin in sources(node):
@@ -604,6 +642,19 @@ def _build(graph: GraphModule, n_params: int, n_buffers: int, parameters: int) -
         peak_live_bytes=peak,
         parameters=parameters,
     )
+
+
+def _first_views(inputs: list[Node], base: dict[Node, Node], counted: set[Node]) -> int:
+    """View operators on the alias chains of ``inputs`` that no earlier operator read
+    (each eager view is dispatched once, before its first reader); marks them counted."""
+    found = 0
+    for node in inputs:
+        while node in base:
+            if node not in counted:
+                counted.add(node)
+                found += _op_name(node) not in _UNDISPATCHED
+            node = base[node]
+    return found
 
 
 def _peak_live(compute: list[Node], readers: dict[Node, list[int]], kept: set[Node]) -> float:

@@ -378,21 +378,34 @@ def merge_step_lines(*sessions: Mapping[str, Mapping[str, Any]]) -> dict[str, di
 def geometry_rows(ops: list[list[Any]], nodes: list[Any]) -> tuple[list[list[float]], int, int]:
     """Each stored operator row's geometry (``aggregate_ops``' key matched against the
     traced ``nodes``); rows no node matches get zeros. Returns the rows, how many were
-    unmatched and how many keys had nodes of different geometry (the first is kept)."""
+    unmatched and how many keys had nodes of different shape geometry (the first is
+    kept). ``view_ops``, which differs between operators of one key (the views before
+    each), is their mean, so that a row's count times it is their total."""
     width = len(GEOMETRY_FIELDS)
+    views_at = GEOMETRY_FIELDS.index("view_ops")
     found: dict[tuple[Any, ...], tuple[float, ...]] = {}
+    views: dict[tuple[Any, ...], list[float]] = {}
     clashes = 0
     for n in nodes:
         key = (n.op, n.category, n.backward, n.flops, n.input_bytes, n.output_bytes, n.param_bytes)
-        if key in found and found[key] != n.geometry:
+        shape = n.geometry[:views_at] + n.geometry[views_at + 1 :]
+        if key in found and found[key][:views_at] + found[key][views_at + 1 :] != shape:
             clashes += 1
         found.setdefault(key, n.geometry)
+        own = n.geometry[views_at] if len(n.geometry) > views_at else 0.0
+        views.setdefault(key, []).append(own)
     rows, unmatched = [], 0
     for o in ops:
-        geometry = found.get((o[0], o[1], bool(o[2]), *(float(v) for v in o[3:7])))
+        key = (o[0], o[1], bool(o[2]), *(float(v) for v in o[3:7]))
+        geometry = found.get(key)
         if geometry is None:
             unmatched += 1
-        rows.append(list(geometry) if geometry is not None else [0.0] * width)
+            rows.append([0.0] * width)
+            continue
+        row = list(geometry)
+        if len(row) > views_at:
+            row[views_at] = sum(views[key]) / len(views[key])
+        rows.append(row)
     return rows, unmatched, clashes
 
 

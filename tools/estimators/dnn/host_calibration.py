@@ -43,6 +43,7 @@ import xgboost as xgb
 
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.dnn import opcost as oc
+from tools.estimators.dnn.eager import RANDOM_S_PER_ELEMENT, eager_operators
 
 __all__ = [
     "MIN_STEPS",
@@ -152,9 +153,12 @@ def _rows(model: oc.OpCostModel, steps: Sequence[oc.StepItem]) -> list[oc.Row]:
     out: list[oc.Row] = []
     for s in steps:
         compute, other = oc._opsum(model.booster, s.x, s.counts, s.threads, model.op_target)
-        operators = oc.eager_operators(float(np.sum(s.counts)), s.rnn_ops, s.rnn_calls)
+        operators = eager_operators(float(np.sum(s.counts)), s.rnn_ops, s.rnn_calls)
         update = oc._update_s(model.updates, s.optimizer, s.threads, s.parameters)
-        out.append((compute, other, operators, update, float(s.rnn_ops), s.measured_s))
+        drawn_s = s.random_elements * RANDOM_S_PER_ELEMENT
+        out.append(
+            (compute, other, operators, update, float(s.rnn_ops), s.views, drawn_s, s.measured_s)
+        )
     return out
 
 
@@ -196,7 +200,7 @@ def calibrate(
                 continue
             coef = _fit(model, rest, threads)
             for row in _rows(model, [s for s in mine if s.family == family]):
-                residuals.append(float(np.log(row[5] / oc._apply(coef, *row[:5]))))
+                residuals.append(float(np.log(row[-1] / oc._apply(coef, *row[:-1]))))
     if not counts:
         raise InvalidInputError(
             f"fewer than {MIN_STEPS} timed zoo steps for every thread count "

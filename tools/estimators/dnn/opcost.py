@@ -51,6 +51,12 @@ from scipy.optimize import least_squares, nnls
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.dnn.coverage import timed_domain
 from tools.estimators.dnn.dataset import NODE_FEATURES
+from tools.estimators.dnn.eager import (
+    RANDOM_S_PER_ELEMENT,
+    eager_extras,
+    eager_operators,
+    raw_geometry,
+)
 from tools.estimators.dnn.opboost import (
     _FLOPS_COLUMN,
     _LOG_SCALE,
@@ -63,7 +69,7 @@ from tools.estimators.dnn.opboost import (
     with_threads,
     work_s,
 )
-from tools.profiling.opgraph import CATEGORIES, GEOMETRY_FIELDS, GEOMETRY_VERSION
+from tools.profiling.opgraph import CATEGORIES, GEOMETRY_VERSION
 
 __all__ = [
     "FAMILY_GROUPS",
@@ -134,7 +140,7 @@ def geometry_columns(
 ) -> NDArray[np.float64]:
     """``GEOMETRY_COLUMNS`` of operators given by their ``NODE_FEATURES`` rows ``x`` and
     raw geometry rows (``opgraph.GEOMETRY_FIELDS`` order)."""
-    g = np.asarray(geometry, dtype=np.float64).reshape(-1, len(GEOMETRY_FIELDS))
+    g = raw_geometry(geometry)
     if g.shape[0] != x.shape[0]:
         raise InvalidInputError(
             f"{g.shape[0]} geometry rows for {x.shape[0]} operators",
@@ -238,6 +244,8 @@ class StepItem:
     opsum_measured_s: float  # the sum of the operators' own timings (a diagnostic)
     rnn_ops: int = 0  # operators a recurrent layer's C++ loop dispatched (rnnmarks)
     rnn_calls: int = 0  # recurrent layer calls
+    views: float = 0.0  # view operators the eager step dispatches (geometry "view_ops")
+    random_elements: float = 0.0  # random numbers drawn (geometry "random_elements")
 
     @property
     def probe(self) -> bool:
@@ -271,7 +279,9 @@ def step_items(
             parameters, measured = more["parameters"], truth[item["id"]]
         else:
             continue
-        x, counts = node_rows(item["ops"], item_geometry(geometry, item))
+        raw = item_geometry(geometry, item)
+        x, counts = node_rows(item["ops"], raw)
+        views, drawn = eager_extras(raw, counts)
         out.append(
             StepItem(
                 family=family,
@@ -284,15 +294,11 @@ def step_items(
                 opsum_measured_s=float(sum(o[7] * o[8] for o in item["ops"])),
                 rnn_ops=int(more.get("rnn_ops", 0)),
                 rnn_calls=int(more.get("rnn_calls", 0)),
+                views=views,
+                random_elements=drawn,
             )
         )
     return out
-
-
-def eager_operators(total: float, rnn_ops: int, rnn_calls: int) -> float:
-    """Operators the eager step dispatches from Python: a recurrent layer's loop counts
-    as one operator forward and one backward, whatever its cells' operators."""
-    return max(0.0, total - rnn_ops) + 2.0 * rnn_calls
 
 
 def item_family(item: Mapping[str, Any]) -> str:
@@ -382,33 +388,35 @@ def _opsum(
     return float(np.sum(seconds[compute])), float(np.sum(seconds[~compute]))
 
 
-# compute, other, eager operators, update, recurrent loops' operators, measured
-Row = tuple[float, float, float, float, float, float]
+# compute, other, eager operators, update, recurrent loops' operators, view operators,
+# random numbers' seconds (analytic, not fitted), measured
+Row = tuple[float, float, float, float, float, float, float, float]
 
 
 def _fit_step(rows: Sequence[Row], loss: str = "relative", constant: bool = False) -> list[float]:
-    """[a, o, b, c, r] of step = a x compute + o x other + b x eager operators + c x update
-    + r x operators of recurrent loops (non-negative least squares of the relative error;
-    r is 0 where no step has a recurrent loop); with ``constant`` a sixth, seconds per
-    step whatever its operators (the eager step's fixed cost: zeroing gradients, the
-    autograd engine's start, the loss's Python)."""
+    """[a, o, b, c, r, f, v] of step = a x compute + o x other + b x eager operators + c x
+    update + r x operators of recurrent loops + f + v x view operators, plus the random
+    numbers' analytic seconds (non-negative least squares of the relative error; r is 0
+    where no step has a recurrent loop, v where none dispatches a view: ``eager``); ``f``,
+    seconds per step whatever its operators, only with ``constant``."""
     a = np.array(
         [
-            [cs / y, os_ / y, n / y, u / y, k / y, *((1.0 / y,) if constant else ())]
-            for cs, os_, n, u, k, y in rows
+            [cs / y, os_ / y, n / y, u / y, k / y, (1.0 / y) if constant else 0.0, v / y]
+            for cs, os_, n, u, k, v, _, y in rows
         ]
     )
-    coef, _ = nnls(a, np.ones(len(rows)))
+    target = np.array([1.0 - rnd / y for *_, rnd, y in rows])
+    coef, _ = nnls(a, target)
     if loss == "log":
         # least squares of log(estimate / measured), from the relative fit: the relative
         # error's optimum shrinks estimates where the fit is loose (it under-predicts),
         # the log error's median ratio is one
-        used = np.ones_like(coef, dtype=bool)
-        used[4] = bool(np.any(a[:, 4] > 0))  # r only where some step has recurrent loops
+        used = np.any(a > 0, axis=0)  # r, f, v only where some step has them
         start = np.maximum(coef[used], 1e-9)
         sub = a[:, used]
+        extra = 1.0 - target
         fit = least_squares(
-            lambda c: np.log(np.maximum(sub @ c, 1e-12)), start, bounds=(0.0, np.inf)
+            lambda c: np.log(np.maximum(sub @ c + extra, 1e-12)), start, bounds=(0.0, np.inf)
         )
         coef = np.zeros_like(coef)
         coef[used] = fit.x
@@ -416,12 +424,20 @@ def _fit_step(rows: Sequence[Row], loss: str = "relative", constant: bool = Fals
 
 
 def _apply(
-    coef: Sequence[float], compute: float, other: float, ops: float, update: float, rnn: float
+    coef: Sequence[float],
+    compute: float,
+    other: float,
+    ops: float,
+    update: float,
+    rnn: float,
+    views: float = 0.0,
+    random_s: float = 0.0,
 ) -> float:
     a, o, b, c = coef[:4]
     r = coef[4] if len(coef) > 4 else 0.0
     fixed = coef[5] if len(coef) > 5 else 0.0
-    return a * compute + o * other + b * ops + c * update + r * rnn + fixed
+    v = coef[6] if len(coef) > 6 else 0.0
+    return a * compute + o * other + b * ops + c * update + r * rnn + fixed + v * views + random_s
 
 
 @dataclass(slots=True)
@@ -495,12 +511,15 @@ class OpCostModel:
                 )
             x = np.hstack([x, geometry_columns(x, geometry)])
         weights = np.ones(x.shape[0]) if counts is None else counts
+        views, drawn = eager_extras(geometry, weights)
         compute, other = _opsum(self.booster, x, weights, threads, self.op_target)
         update = _update_s(self.updates, optimizer, threads, parameters)
         coef = self.step[f"t{threads}"]
         total = float(np.sum(weights))
         ops = eager_operators(total, rnn_ops, rnn_calls) if len(coef) > 4 else total
-        p50 = _apply(coef, compute, other, ops, update, float(rnn_ops))
+        p50 = _apply(
+            coef, compute, other, ops, update, float(rnn_ops), views, drawn * RANDOM_S_PER_ELEMENT
+        )
         return p50 * math.exp(self.log_q10), p50, p50 * math.exp(self.log_q90)
 
     def save(self, folder: Path) -> None:
@@ -648,6 +667,8 @@ def fit_opcost(
                 ),
                 _update_s(updates, steps[i].optimizer, steps[i].threads, steps[i].parameters),
                 float(steps[i].rnn_ops),
+                steps[i].views,
+                steps[i].random_elements * RANDOM_S_PER_ELEMENT,
                 steps[i].measured_s,
             )
             for i in selected
@@ -663,8 +684,8 @@ def fit_opcost(
             if not train or not test:
                 continue
             coef = _fit_step(rows(train), step_loss, step_constant)
-            for i, (cs, os_, n, u, k, _) in zip(test, rows(test), strict=True):
-                held.append((i, _apply(coef, cs, os_, n, u, k)))
+            for i, row in zip(test, rows(test), strict=True):
+                held.append((i, _apply(coef, *row[:-1])))
     # 3. each probe family's steps from a booster and step coefficients fitted without
     #    it: residuals of families the model never saw, as the held-out files are
     probe_held: list[tuple[int, float]] = []
@@ -681,9 +702,9 @@ def fit_opcost(
             # has one, it is not fitted (r = 0), so such a fold is scored, not calibrated on
             if any(steps[i].rnn_ops for i in test) and not any(steps[i].rnn_ops for i in train):
                 unfitted.add(family)
-            for i, (_, _, n, u, k, _) in zip(test, rows(test), strict=True):
+            for i, (_, _, n, u, k, v, rnd, _) in zip(test, rows(test), strict=True):
                 cs, os_ = _opsum(booster, steps[i].x, steps[i].counts, steps[i].threads, op_target)
-                probe_held.append((i, _apply(coef, cs, os_, n, u, k)))
+                probe_held.append((i, _apply(coef, cs, os_, n, u, k, v, rnd)))
     calibration = held + (
         [(i, p50) for i, p50 in probe_held if steps[i].family not in unfitted]
         if calibrate_on_probes

@@ -200,7 +200,8 @@ def test_a_fixed_cost_per_step_is_recovered_with_the_step_constant() -> None:
     fitted = fit_opcost(items, rounds=40, step_constant=True)
     assert fitted.meta["step_constant"] is True
     for coef in fitted.step.values():
-        assert len(coef) == 6 and coef[5] == pytest.approx(0.05, rel=0.3)
+        # [a, o, b, c, r, fixed, v]
+        assert len(coef) == 7 and coef[5] == pytest.approx(0.05, rel=0.3)
     plain = fit_opcost(items, rounds=40)
-    assert all(len(coef) == 5 for coef in plain.step.values())
+    assert all(len(coef) == 7 and coef[5] == 0.0 for coef in plain.step.values())
     assert fitted.meta["validation"]["all"]["mape"] < plain.meta["validation"]["all"]["mape"]

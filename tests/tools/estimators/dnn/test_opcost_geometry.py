@@ -28,8 +28,9 @@ from tools.profiling.opgraph import GEOMETRY_FIELDS, GEOMETRY_VERSION
 
 
 def _geometry(rank: int, channels: float) -> list[float]:
-    # spatial_rank, kernel, stride, groups, channels in/out, out positions, rank, inner
-    return [float(rank), 9.0, 1.0, 1.0, channels, channels, 64.0, 2.0 + rank, 64.0]
+    # spatial_rank, kernel, stride, groups, channels in/out, out positions, rank, inner,
+    # random numbers drawn, view operators
+    return [float(rank), 9.0, 1.0, 1.0, channels, channels, 64.0, 2.0 + rank, 64.0, 0.0, 0.0]
 
 
 def _conv_ops(rng: random.Random, n: int) -> tuple[list[list[Any]], list[list[float]]]:

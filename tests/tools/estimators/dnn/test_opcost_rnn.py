@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from tools.estimators.dnn.dataset import GraphData
-from tools.estimators.dnn.opcost import OpCostModel, eager_operators, fit_opcost, node_rows
+from tools.estimators.dnn.eager import eager_operators
+from tools.estimators.dnn.opcost import OpCostModel, fit_opcost, node_rows
 from tools.estimators.dnn.service import _opcost_answer
 
 from .test_opcost import _items, _local, _op_seconds, _ops, _update, _with_heldout
@@ -99,7 +100,7 @@ def test_probe_steps_train_the_step_law_and_are_not_scored(
     assert apart.meta["probe_step_rows"] == 12 and apart.meta["step_rows"] == 40
     assert apart.meta["validation"]["all"]["rows"] == 40
     for coef in apart.step.values():
-        assert len(coef) == 5
+        assert len(coef) == 7  # [a, o, b, c, r, fixed, v]
         assert coef[4] < coef[2]  # a loop's operator costs less than an eager one
 
 
