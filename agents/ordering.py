@@ -2,10 +2,11 @@
 
 The simulator's ``--policy rightsize`` (simulations/rightsize_policy.py) runs the queue
 largest predicted expansion factor first, (wait + estimate) / max(estimate, 10 s), and
-a job that has waited longer than the starvation bound goes before all others, in
-arrival order. On SLURM that order is given by priorities: ``decide_order`` (pure: the
-same pending jobs, predictions and clock give the same answer, so it replays) ranks the
-pending jobs and gives each a priority; ``apply_order`` sets them through a
+the oldest job that has waited longer than the starvation bound goes before all others
+(the others past the bound keep their factor's place). On SLURM that order is given by
+priorities: ``decide_order`` (pure: the same pending jobs, predictions and clock give
+the same answer, so it replays) ranks the pending jobs and gives each a priority;
+``apply_order`` sets them through a
 ``PrioritySetter`` (``scontrol update JobId=ID Priority=N``, tools/actuators/ordering.py).
 
 What goes wrong is logged with its reason and never raised: no operator rights stops the
@@ -66,7 +67,7 @@ class OrderingConfig(BaseModel):
     starve_h: float | None = Field(
         default=24.0,
         gt=0,
-        description="A job waiting longer goes before all others, in arrival order "
+        description="The oldest job waiting longer goes before all others "
         "(None: no bound). The shipped policy's bound is half the time limit long jobs "
         "ask for (RightsizePolicy.starve_long_requests): 24 h for a 48 h limit",
     )
@@ -100,7 +101,9 @@ class RankedJob(BaseModel):
     priority: int
     wait_s: float
     expansion_factor: float
-    starved: bool = Field(description="Waited past the bound: ahead of every other job")
+    starved: bool = Field(
+        description="Waited past the bound (the oldest such job goes ahead of all others)"
+    )
 
 
 class Ordering(BaseModel):
@@ -133,20 +136,26 @@ def expansion_factor(wait_s: float, estimate_s: float) -> float:
 def decide_order(
     pending: Iterable[PendingJob], now: datetime, config: OrderingConfig | None = None
 ) -> Ordering:
-    """Rank ``pending`` as the simulator's rightsize queue does at ``now``: jobs past the
-    starvation bound first, oldest first; then largest expansion factor first; ties by
-    submit time, then job id. Priorities fall by one per rank from base + n - 1."""
+    """Rank ``pending`` as the simulator's rightsize queue does at ``now``: the oldest job
+    past the starvation bound first; then largest expansion factor first (the other jobs
+    past the bound included); ties by submit time, then job id. Priorities fall by one
+    per rank from base + n - 1."""
     chosen = config or OrderingConfig()
     bound_s = None if chosen.starve_h is None else chosen.starve_h * 3600
     jobs = list(pending)
+    waits = [max(0.0, (now - job.submit_time).total_seconds()) for job in jobs]
+    past = [bound_s is not None and wait_s > bound_s for wait_s in waits]
+    oldest = min(
+        (k for k in range(len(jobs)) if past[k]),
+        key=lambda k: (jobs[k].submit_time, _id_key(jobs[k].job_id)),
+        default=None,
+    )
     scored = []
-    for job in jobs:
-        wait_s = max(0.0, (now - job.submit_time).total_seconds())
-        factor = expansion_factor(wait_s, job.estimate_s)
-        starved = bound_s is not None and wait_s > bound_s
-        # starved jobs: arrival order; the others: largest factor first
-        key = (0, 0.0) if starved else (1, -factor)
-        scored.append((key, job.submit_time, _id_key(job.job_id), job, wait_s, factor, starved))
+    for k, job in enumerate(jobs):
+        factor = expansion_factor(waits[k], job.estimate_s)
+        # the oldest starved job: ahead of all; the others: largest factor first
+        key = (0, 0.0) if k == oldest else (1, -factor)
+        scored.append((key, job.submit_time, _id_key(job.job_id), job, waits[k], factor, past[k]))
     scored.sort(key=lambda item: (item[0], item[1], item[2]))
     ranked = [
         RankedJob(

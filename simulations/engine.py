@@ -71,6 +71,8 @@ _ORDERS = (ARRIVAL, SHORTEST, SMALLEST_AREA, EXPANSION)
 _INF = np.int64(2**62)
 _SMALL = 32
 """Up to this many keys an event sorts by insertion into scratch space, above it numpy's."""
+_STARVED_OFFSET = 1e15
+"""Starved jobs' queue keys are their starvation times minus this: below every order key."""
 
 SCORE_FEATURES = ("log_wait", "log_request", "log_procs", "fits_now")
 """What a scorer sees of a queued job, in the order of its first layer's rows."""
@@ -266,27 +268,40 @@ def _order_key(
 
 
 @njit(cache=True)
-def _order_queue(
+def _order_queue_at(
     queue: Any,
     t: int,
+    starve_at: Any,
     submit: Any,
     est: Any,
     procs: Any,
     kind: int,
-    starve_s: int,
     age_rate: float,
     keys: Any,
     ids: Any,
+    all_starved: bool,
 ) -> None:
-    """Sort ``queue`` in place by ``kind``'s key; a job that has waited longer than
-    ``starve_s`` goes before all others, those in arrival order. Ties keep arrival order.
-    ``keys`` and ``ids`` are scratch space, one slot per queued job at least."""
+    """Sort ``queue`` in place by ``kind``'s key, ties in arrival order. The oldest job
+    past its starvation time (``starve_at[j]``, absolute; the earliest such time, then
+    arrival) goes before all others; the other starved jobs keep their key's place, or,
+    with ``all_starved``, go before the rest too, by starvation time. ``keys`` and
+    ``ids`` are scratch space, one slot per queued job at least."""
     n = len(queue)
+    first = -1  # the oldest starved job: earliest starvation time, then arrival
+    for k in range(n):
+        j = queue[k]
+        if t > starve_at[j] and (
+            first < 0
+            or starve_at[j] < starve_at[first]
+            or (starve_at[j] == starve_at[first] and j < first)
+        ):
+            first = j
     for k in range(n):
         j = queue[k]
         ids[k] = j
-        if t - submit[j] > starve_s:
-            keys[k] = -np.inf
+        if t > starve_at[j] and (all_starved or j == first):
+            # below every order key (those are > -1e13), exact for times < 2**53 s
+            keys[k] = float(starve_at[j]) - _STARVED_OFFSET
         else:
             keys[k] = _order_key(kind, j, t, submit, est, procs, age_rate)
     # Insertion sort by (key, arrival): the queue arrives in last event's order, which
@@ -303,6 +318,25 @@ def _order_queue(
         ids[b + 1] = j
     for k in range(n):
         queue[k] = ids[k]
+
+
+@njit(cache=True)
+def _order_queue(
+    queue: Any,
+    t: int,
+    submit: Any,
+    est: Any,
+    procs: Any,
+    kind: int,
+    starve_s: int,
+    age_rate: float,
+    keys: Any,
+    ids: Any,
+) -> None:
+    """``_order_queue_at`` with one bound for every job (as ``agents.ordering`` ranks):
+    the oldest job that has waited longer than ``starve_s`` goes before all others."""
+    starve_at = submit + min(starve_s, NO_BOUND)
+    _order_queue_at(queue, t, starve_at, submit, est, procs, kind, age_rate, keys, ids, False)
 
 
 @njit(cache=True)
@@ -365,8 +399,9 @@ def _simulate(
     alpha: float,
     conditional: bool,
     queue_kind: int,
-    starve_s: int,
+    starve_at: Any,
     age_rate: float,
+    all_starved: bool,
 ) -> tuple[Any, Any, Any, Any]:
     n = submit.shape[0]
     start = np.full(n, -1, dtype=np.int64)
@@ -479,17 +514,18 @@ def _simulate(
                     break
             if not fits:
                 continue
-            _order_queue(
+            _order_queue_at(
                 queue,
                 t,
+                starve_at,
                 submit,
                 est,
                 procs,
                 queue_kind,
-                starve_s,
                 age_rate,
                 scratch_keys,
                 scratch_ids,
+                all_starved,
             )
         while len(queue) > 0 and procs[queue[0]] <= free:
             j = queue.pop(0)
@@ -515,7 +551,7 @@ def _simulate(
         # from the running jobs' requests (their kill times, so it cannot slip), and a
         # candidate must end before it by its request, not by its estimate. That is
         # EASY with requests for this one job: it starts by that reservation.
-        protect = t - submit[head] > starve_s
+        protect = t > starve_at[head]
         shadow, extra = _easy_shadow(
             t,
             procs[head],
@@ -630,8 +666,9 @@ def warm_up() -> None:
                 alpha,
                 False,
                 ARRIVAL,
-                NO_BOUND,
+                zero + NO_BOUND,
                 0.0,
+                True,
             )
         _warm = True
 
@@ -651,15 +688,20 @@ def simulate_arrays(
     order: int = ARRIVAL,
     distribution: Distribution | None = None,
     queue_order: int = ARRIVAL,
-    starve_s: int = NO_BOUND,
+    starve_s: int | np.ndarray = NO_BOUND,
     age_s: float | None = None,
+    all_starved: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, killed, first reservation) per job; inputs must be sorted by submit.
 
     ``scorer`` orders the FCFS or EASY queue by score instead of arrival. ``order`` is the
     order EASY tries backfill candidates in (``ARRIVAL``, ``SHORTEST``, ``SMALLEST_AREA``).
     ``distribution`` (one row per job) corrects an outlived estimate from the job's
-    conditional distribution instead of raising it to the request."""
+    conditional distribution instead of raising it to the request. ``starve_s`` (one
+    bound, or one per job) is the wait past which a job is starved: the oldest starved
+    job goes first and, as head, is protected (its reservation and the backfills by the
+    requests); ``all_starved`` puts every starved job first, by starvation time (the
+    earlier rule, kept to compare)."""
     if scorer is not None and policy == CONSERVATIVE:
         raise InvalidInputError(
             "a scorer orders the fcfs or easy queue; conservative places jobs in arrival order",
@@ -676,8 +718,17 @@ def simulate_arrays(
             field="queue_order",
             value=queue_order,
         )
-    if starve_s < 0:
-        raise InvalidInputError("a starvation bound is >= 0 s", field="starve_s", value=starve_s)
+    bounds = np.minimum(np.asarray(starve_s, dtype=np.int64), NO_BOUND)
+    if bounds.ndim > 1 or (bounds.ndim == 1 and bounds.shape != submit_s.shape):
+        raise InvalidInputError(
+            "the starvation bound is one number or one per job",
+            field="starve_s",
+            value=bounds.shape,
+        )
+    if bounds.size and bounds.min() < 0:
+        raise InvalidInputError(
+            "a starvation bound is >= 0 s", field="starve_s", value=int(bounds.min())
+        )
     if age_s is not None and not age_s > 0:
         raise InvalidInputError("an aging time is > 0 s", field="age_s", value=age_s)
     if distribution is not None and distribution[0].shape[0] != submit_s.shape[0]:
@@ -713,7 +764,8 @@ def simulate_arrays(
         float(alpha),
         distribution is not None,
         int(queue_order),
-        int(min(starve_s, NO_BOUND)),
+        submit_s.astype(np.int64) + bounds,
         0.0 if age_s is None else 1.0 / float(age_s),
+        bool(all_starved),
     )
     return result

@@ -12,19 +12,20 @@ rightsize policy", and ``benchmarks/outcome.py``, settings chosen leave-one-trac
   lever: better estimates with EASY-SJBF alone cannot reach the targets (even perfect run
   times reach only -28 % bsld vs EASY-user on HPC2N);
 - **backfill order**: the candidates that fit now are tried in the same order;
-- **estimates for scheduling**: each job's estimate is a low quantile (0.4) of its
+- **estimates for scheduling**: each job's estimate is a low quantile (0.3) of its
   run-time distribution as the history estimator predicts it (its candidates with their
   predicted coverage), not the candidate with the best accuracy;
 - **corrections**: a running job that outlives its estimate has it raised to its request,
   as EASY++ does (the conditional correction, ``correction_quantile``, is implemented and
   was never chosen);
 - **the wait bound** (``starve_long_requests``, 0.5 of the trace's long request, its
-  99th percentile; or ``starve_h`` in hours): a job that has waited longer goes first,
-  oldest first, and as head holds a reservation taken from the running jobs' requests,
-  which backfills must respect by their requests. So a job that passes the bound B
-  starts within B + (k + 1) x R_max (k older jobs still waiting, R_max the longest
-  request), whatever the estimates (docs/simulations.md, "The tail"). The setting is
-  the one that keeps p99 and longest wait no worse than EASY++'s on every shared trace.
+  99th percentile; or ``starve_h`` in hours): the oldest job that has waited longer
+  goes first (the others past the bound keep their place in the order) and as head
+  holds a reservation taken from the running jobs' requests, which backfills must
+  respect by their requests. So a job that passes the bound B starts within
+  B + (k + 1) x R_max (k older jobs still waiting, R_max the longest request), whatever
+  the estimates (docs/simulations.md, "The tail"). The setting is the one that keeps
+  p99 and longest wait no worse than EASY++'s on every shared trace.
 
 Nothing here changes when a job is killed: that stays the user's request.
 """
@@ -50,7 +51,7 @@ class RightsizePolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     estimate_quantile: float = Field(
-        default=0.4,
+        default=0.3,
         gt=0,
         le=1,
         description="The estimate: the smallest candidate predicted to cover this share",
@@ -72,7 +73,7 @@ class RightsizePolicy(BaseModel):
     starve_h: float | None = Field(
         default=None,
         gt=0,
-        description="A job waiting longer goes first (arrival order) and, as head, is "
+        description="The oldest job waiting longer goes first and, as head, is "
         "protected from under-estimated backfills (None: no bound)",
     )
     starve_long_requests: float | None = Field(

@@ -42,8 +42,8 @@ def test_a_job_past_the_bound_goes_before_younger_jobs_with_larger_factors() -> 
     unbounded = decide_order(jobs, NOW, OrderingConfig(starve_h=None))
     assert unbounded.jobs[0].job_id == "young-short"
     bounded = decide_order(jobs, NOW, OrderingConfig(starve_h=1.0))
-    # past the bound: arrival order, ahead of everything else
-    assert [j.job_id for j in bounded.jobs] == ["older", "old-long", "young-short"]
+    # the oldest past the bound ahead of everything else; the other one keeps its factor's place
+    assert [j.job_id for j in bounded.jobs] == ["older", "young-short", "old-long"]
     assert bounded.starved == ["older", "old-long"]
 
 

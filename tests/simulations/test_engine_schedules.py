@@ -90,6 +90,13 @@ def _runs(w: Workload) -> dict[str, dict[str, Any]]:
             "est": _model(w),
             "distribution": _distribution(w),
             "starve_s": 12 * 3600,
+            "all_starved": True,
+            **xf,
+        },
+        "rightsize-corrected-starve-oldest": {
+            "est": _model(w),
+            "distribution": _distribution(w),
+            "starve_s": 12 * 3600,
             **xf,
         },
     }
@@ -122,6 +129,7 @@ EXPECTED: dict[str, dict[str, str]] = {
         "easy++-xf-queue": "ff807b4d1ab26bbc",
         "rightsize": "8153ed51e21e82fb",
         "rightsize-corrected-starve": "3bca4095b3e6625e",
+        "rightsize-corrected-starve-oldest": "42c6bde92a6efc67",
     },
     "KTH-SP2": {
         "easy": "d3aef96f65c60d60",
@@ -132,6 +140,7 @@ EXPECTED: dict[str, dict[str, str]] = {
         "easy++-xf-queue": "5c3a3c6801c893db",
         "rightsize": "418d8a54454e10b7",
         "rightsize-corrected-starve": "8bee499a997e1e55",
+        "rightsize-corrected-starve-oldest": "dc3c6e638500541d",
     },
     "wide": {
         "easy": "b1d7c99885d5048b",
@@ -142,12 +151,15 @@ EXPECTED: dict[str, dict[str, str]] = {
         "easy++-xf-queue": "33daea46bb7210a0",
         "rightsize": "9478da4a3cca5739",
         "rightsize-corrected-starve": "c45ff5b0cf76891e",
+        "rightsize-corrected-starve-oldest": "627d212f268b940b",
     },
 }
 """start_s digests from the engine of commit 7e034e9 (before scratch-space sorts), except
 ``rightsize-corrected-starve``: retaken when a starved head's reservation moved from the
-running jobs' estimates to their requests (issue 44, the wait bound); the others did not
-move with that change."""
+running jobs' estimates to their requests (issue 44, the wait bound; it keeps the rule
+of then, every starved job first: ``all_starved``); the others did not move with that
+change. ``rightsize-corrected-starve-oldest``, only the oldest starved job first, was
+taken when that rule shipped."""
 
 
 @pytest.fixture(scope="module")
