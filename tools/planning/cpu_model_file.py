@@ -186,9 +186,13 @@ class ModelFileCpuEstimator:
             classes if isinstance(classes, int) and not isinstance(classes, bool) else None,
             batch,
         )
+        from tools.profiling.opgraph import GEOMETRY_VERSION  # torch: only when tracing
+
         traces = self.models.traces
         data = traces.get_or_make(
-            traces.key("cpu-graph", _digest(path), *traced[1:]), lambda: _graph(*traced)
+            # The geometry's version too: a trace made before its fields changed is redone.
+            traces.key("cpu-graph", GEOMETRY_VERSION, _digest(path), *traced[1:]),
+            lambda: _graph(*traced),
         )
         (answer,) = estimate(
             {batch: data},
