@@ -2,21 +2,52 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import typer
 from pydantic import BaseModel
 from rich.console import Console
+from rich.table import Table
 
 from knowledge_base.errors import InvalidInputError, RightsizeError
 
-__all__ = ["console", "emit", "fail"]
+__all__ = ["console", "emit", "fail", "fit_columns"]
 
 console = Console()
 err_console = Console(stderr=True)
+
+
+def fit_columns(table: Table, width: int, wrap_first: Sequence[str]) -> int:
+    """Set ``table``'s column widths (its rows added) so it fits ``width`` characters where
+    it can, by wrapping the columns named in ``wrap_first``, in that order, at spaces:
+    no column is narrower than its longest word, so an id or a figure is never split at
+    a narrow terminal's edge (rich would fold the widest cells mid-word). Returns the
+    characters it is still too wide by (0: it fits)."""
+    columns = table.columns
+    cells = [[str(column.header), *(str(cell) for cell in column._cells)] for column in columns]
+    natural = [max(len(cell) for cell in column) for column in cells]
+    words = [max((len(w) for cell in column for w in cell.split()), default=1) for column in cells]
+    for column, size in zip(columns, natural, strict=True):
+        column.width, column.no_wrap, column.overflow = size, False, "fold"
+    probe = Console(width=10**4, file=io.StringIO(), color_system=None)
+    probe.print(table)
+    printed = probe.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    overhead = max((len(line.rstrip()) for line in printed), default=0) - sum(natural)
+    excess = sum(natural) + overhead - width
+    headers = [str(column.header) for column in columns]
+    for name in wrap_first:
+        if excess <= 0:
+            break
+        if name in headers:
+            i = headers.index(name)
+            narrower = max(words[i], natural[i] - excess)
+            excess -= natural[i] - narrower
+            columns[i].width = narrower
+    return max(0, excess)
 
 
 def emit(

@@ -28,7 +28,7 @@ from rich import box
 from rich.table import Table
 
 from knowledge_base.errors import InvalidInputError, RightsizeError
-from rightsize.output import console, emit, fail
+from rightsize.output import console, emit, fail, fit_columns
 from rightsize.settings import Settings
 from rightsize.wiring import chain_config, knowledge_base, promoted_loader
 
@@ -105,12 +105,20 @@ def _hardware(row: dict[str, Any]) -> str:
 def _render(estimates: list[dict[str, Any]], refused: list[str]) -> None:
     table = Table(title="Estimated training (p50, with p10-p90)")
     for column in ("hardware", "batch", "s/iteration", "peak memory", "run", "fits", "by"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column)
     for row in estimates:
         table.add_row(*_table_row(row))
+    wraps = ("by", "run", "peak memory", "s/iteration", "hardware")
+    if fit_columns(table, console.width, wraps) > 0:
+        table.columns.pop()  # too narrow for the "by" column: the lines below say it
+        fit_columns(table, console.width, wraps)
     console.print(table)
-    for name in sorted({str(row["estimator"]) for row in estimates}):
-        console.print(f"estimator: {name}", highlight=False, soft_wrap=True)
+    used: dict[str, list[str]] = {}
+    for row in estimates:
+        used.setdefault(str(row["estimator"]), []).append(_hardware(row))
+    for name, where in sorted(used.items()):
+        options = ", ".join(dict.fromkeys(where))
+        console.print(f"estimator: {name} ({options})", highlight=False, soft_wrap=True)
     _footer(refused)
 
 
@@ -139,7 +147,7 @@ def _render_compact(estimates: list[dict[str, Any]], refused: list[str]) -> None
         pad_edge=False,
     )
     for column in ("system", "best option", "batch", "run p50", "peak memory", "fit"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column)
     for name, rows in systems.items():
         fitting = [r for r in rows if r["fits"]]
         best = min(fitting or rows, key=lambda row: float(row["run_s"]["p50"]))
@@ -151,6 +159,7 @@ def _render_compact(estimates: list[dict[str, Any]], refused: list[str]) -> None
             f"{best['peak_memory_mb']['p50']:.0f} MB",
             f"{len(fitting)} of {len(rows)}",
         )
+    fit_columns(table, console.width, ("peak memory", "run p50", "fit", "best option"))
     console.print(table)
     console.print(
         "[dim]fit: options whose memory fits the hardware; --json or --details for every "

@@ -22,7 +22,7 @@ from rich.table import Table
 from knowledge_base.catalog import Catalog
 from knowledge_base.errors import InvalidInputError, RightsizeError
 from knowledge_base.workload import Objective, WorkloadSpec
-from rightsize.output import console, emit, fail
+from rightsize.output import console, emit, fail, fit_columns
 from rightsize.settings import Settings
 from rightsize.wiring import chain_config, knowledge_base, open_executor, promoted_loader
 from tools.planning.causes import reason_text, shared_causes
@@ -168,26 +168,6 @@ def _shape(plan: PlannedOption) -> str:
     return text
 
 
-def _widths(headers: list[str], body: list[list[str]], total: int) -> list[int]:
-    """Column widths that fit ``total`` characters where they can by wrapping cost, then
-    shape, then the partition column at spaces only: no column is narrower than its
-    longest word, so an id (to be copied) is never split at a narrow terminal's edge."""
-    cells = [[header, *(row[i] for row in body)] for i, header in enumerate(headers)]
-    natural = [max(len(cell) for cell in column) for column in cells]
-    words = [max(len(word) for cell in column for word in cell.split()) for column in cells]
-    # The box's two edges, a divider between columns, a space of padding each side inside.
-    excess = sum(natural) + 3 * len(headers) - 1 - total
-    widths = list(natural)
-    for name in ("cost", "$", "shape", "system/partition"):
-        if excess <= 0:
-            break
-        if name in headers:
-            i = headers.index(name)
-            widths[i] = max(words[i], natural[i] - excess)
-            excess -= natural[i] - widths[i]
-    return widths
-
-
 def _render(selection: Selection, top: int) -> None:
     console.print(
         f"[bold]{selection.workload}[/]: {len(selection.ranked)} feasible plans, "
@@ -226,10 +206,11 @@ def _render(selection: Selection, top: int) -> None:
             if waits:
                 cells += [_hours(p.expected_wait_s), _hours(p.expected_finish_s)]
             body.append([*cells, _cost(p), *([_usd(p)] if dollars else [])])
-        for column, width in zip(headers, _widths(headers, body, console.width), strict=True):
-            table.add_column(column, overflow="fold", width=width)
+        for column in headers:
+            table.add_column(column)
         for cells in body:
             table.add_row(*cells)
+        fit_columns(table, console.width, ("cost", "$", "shape", "system/partition"))
         console.print(table)
         if any(also for _, also in page):
             console.print(

@@ -99,3 +99,16 @@ def test_the_plan_table_keeps_every_partition_whole_at_80_columns() -> None:
     for words in rows:
         system, partition = words[1].split("/")
         assert system == "pitzer" and partition.startswith("gpu") and not partition.endswith("-")
+
+
+def test_the_estimate_table_splits_no_word_at_80_columns() -> None:
+    model = EXAMPLES / "models" / "small_cnn.py"
+    args = ["estimate", "--model-file", str(model), "--model-class", "SmallCNN"]
+    args += ["--batch-size", "32", "--hardware", "pitzer/serial", "--hardware", "owens/batch"]
+
+    result = runner.invoke(app, args, env={"COLUMNS": "80"})
+
+    assert result.exit_code == 0, result.output
+    assert all(len(line.rstrip()) <= 80 for line in result.stdout.splitlines())
+    assert "s/iteration" in result.stdout and "pitzer/serial" in result.stdout
+    assert "owens/batch" in result.stdout
