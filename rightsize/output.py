@@ -21,16 +21,30 @@ console = Console()
 err_console = Console(stderr=True)
 
 
-def fit_columns(table: Table, width: int, wrap_first: Sequence[str]) -> int:
+def fit_columns(
+    table: Table, width: int, wrap_first: Sequence[str], *, wrap_cells: Sequence[str] = ()
+) -> int:
     """Set ``table``'s column widths (its rows added) so it fits ``width`` characters where
     it can, by wrapping the columns named in ``wrap_first``, in that order, at spaces:
-    no column is narrower than its longest word, so an id or a figure is never split at
-    a narrow terminal's edge (rich would fold the widest cells mid-word). Returns the
-    characters it is still too wide by (0: it fits)."""
+    their headers, and the cells of those also named in ``wrap_cells`` (other cells stay
+    on one line). No word is split, so an id or a figure is never cut at a narrow
+    terminal's edge (rich would fold the widest cells mid-word). Returns the characters
+    it is still too wide by (0: it fits)."""
     columns = table.columns
     cells = [[str(column.header), *(str(cell) for cell in column._cells)] for column in columns]
     natural = [max(len(cell) for cell in column) for column in cells]
-    words = [max((len(w) for cell in column for w in cell.split()), default=1) for column in cells]
+    words = [
+        max(
+            max((len(w) for w in column[0].split()), default=1),
+            *(
+                max((len(w) for w in cell.split()), default=1)
+                if str(header) in wrap_cells
+                else len(cell)
+                for cell in column[1:]
+            ),
+        )
+        for header, column in zip((c.header for c in columns), cells, strict=True)
+    ]
     for column, size in zip(columns, natural, strict=True):
         column.width, column.no_wrap, column.overflow = size, False, "fold"
     probe = Console(width=10**4, file=io.StringIO(), color_system=None)

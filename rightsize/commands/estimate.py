@@ -108,10 +108,11 @@ def _render(estimates: list[dict[str, Any]], refused: list[str]) -> None:
         table.add_column(column)
     for row in estimates:
         table.add_row(*_table_row(row))
-    wraps = ("by", "run", "peak memory", "s/iteration", "hardware")
-    if fit_columns(table, console.width, wraps) > 0:
+    wraps = ("run", "peak memory", "s/iteration", "batch", "fits")
+    cells = ("run", "peak memory", "s/iteration")  # a figure, then its interval
+    if fit_columns(table, console.width, wraps, wrap_cells=cells) > 0:
         table.columns.pop()  # too narrow for the "by" column: the lines below say it
-        fit_columns(table, console.width, wraps)
+        fit_columns(table, console.width, wraps, wrap_cells=cells)
     console.print(table)
     used: dict[str, list[str]] = {}
     for row in estimates:
@@ -159,7 +160,8 @@ def _render_compact(estimates: list[dict[str, Any]], refused: list[str]) -> None
             f"{best['peak_memory_mb']['p50']:.0f} MB",
             f"{len(fitting)} of {len(rows)}",
         )
-    fit_columns(table, console.width, ("peak memory", "run p50", "fit", "best option"))
+    wraps = ("peak memory", "run p50", "fit")
+    fit_columns(table, console.width, wraps, wrap_cells=wraps)
     console.print(table)
     console.print(
         "[dim]fit: options whose memory fits the hardware; --json or --details for every "

@@ -210,7 +210,8 @@ def _render(selection: Selection, top: int) -> None:
             table.add_column(column)
         for cells in body:
             table.add_row(*cells)
-        fit_columns(table, console.width, ("cost", "$", "shape", "system/partition"))
+        wraps = ("cost", "$", "shape", "system/partition")
+        fit_columns(table, console.width, wraps, wrap_cells=wraps)
         console.print(table)
         if any(also for _, also in page):
             console.print(

@@ -103,7 +103,7 @@ def example_batch(n):
         ({**V100, "Freq": -1370}, None, "Freq"),
         (None, "Voodoo 5", "known:"),
         (None, "h100", "H100 SXM 80GB HBM3"),  # not silently the PCIe one
-        (None, "BROKEN", "--model-class: Broken could not be traced"),
+        (None, "BROKEN", "example_batch(2)'s inputs of shape (2, 7)"),
     ],
 )
 def test_bad_gpu_input_exits_2_names_the_field_and_writes_nothing(

@@ -32,17 +32,20 @@ def test_plan_fits_80_columns_and_explains_plus_n() -> None:
     assert "recommended (by earliest_finish)" in result.stdout
 
 
-def _row(hardware: str, batch: int, walltime_s: float, fits: bool = True) -> dict[str, object]:
-    band = {"p10": walltime_s * 0.8, "p50": walltime_s, "p90": walltime_s * 1.2}
+def _row(hardware: str, batch: int, run_s: float, fits: bool = True) -> dict[str, object]:
+    """One option as ``rightsize estimate --json`` lists it (the answer object)."""
+    system, partition = hardware.split("/")
     return {
-        "hardware": hardware,
+        "system": system,
+        "partition": partition,
+        "nodes": 1,
+        "gpus_per_node": 0,
         "batch_size": batch,
         "iteration_time_s": {"p10": 0.01, "p50": 0.02, "p90": 0.03},
         "peak_memory_mb": {"p10": 900.0, "p50": 1000.0, "p90": 1100.0},
-        "walltime_s": band,
+        "run_s": {"p10": run_s * 0.8, "p50": run_s, "p90": run_s * 1.2},
         "fits": fits,
         "estimator": "analytic",
-        "iterations": 100,
         "note": "",
     }
 
@@ -53,11 +56,12 @@ def test_many_options_show_the_best_per_system_in_80_columns() -> None:
     rows.append(_row("frontera/small", 16, 60.0, fits=False))  # fastest, but does not fit
     assert len(rows) > COMPACT_OVER_ROWS
     with console.capture() as captured:
-        _render_compact(rows)
+        _render_compact(rows, [])
     text = captured.get()
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
     body = " ".join(text.split())
-    assert "pitzer condo-osumed-gpu" in body and "10 of 10" in body
-    assert "frontera rtx-1 32 0.50 h" in body and "4 of 6" in body
+    # The partition whole (never folded at the edge); figures wrap at spaces only.
+    assert "pitzer condo-osumed-gpu-quad-partition-0 64 1.00" in body and "10 of" in body
+    assert "frontera rtx-1 32 0.50" in body and "4 of 6" in body
     assert "small" not in body and "--details" in body
