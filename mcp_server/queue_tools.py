@@ -9,18 +9,15 @@ The answer is ``tools.waits.job_start.predict_job_start``, the function behind
 
 from __future__ import annotations
 
-import inspect
 from datetime import UTC, datetime
-from typing import Any
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from knowledge_base.store import JobQuery
-from mcp_server.auth import current_user
 from mcp_server.context import AppContext
-from mcp_server.tools import flat_parameters, tool_errors
+from mcp_server.tools import add_tools
 from tools.waits.job_start import JobStart, NewJob, predict_job_start
 from tools.waits.jobs import JobTable
 from tools.waits.live import history_from_records
@@ -88,33 +85,6 @@ QUEUE_TOOLS = {
 }
 
 
-def _tool(name: str, impl: Any, input_model: type[BaseModel], result: type[BaseModel]) -> Any:
-    async def tool(ctx: Context[AppContext, Any], **arguments: Any) -> Any:
-        app: AppContext = ctx.request_context.lifespan_context
-        caller = current_user(app.deps.stdio_user)
-        with app.deps.metrics.timing_tool(name), tool_errors():
-            return await impl(input_model.model_validate(arguments), app, caller)
-
-    parameters = flat_parameters(input_model)
-    tool.__name__ = name
-    tool.__doc__ = impl.__doc__
-    tool.__annotations__ = {**{p.name: p.annotation for p in parameters}, "ctx": Context}
-    tool.__annotations__["return"] = result
-    positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter("ctx", positional, annotation=Context), *parameters],
-        return_annotation=result,
-    )
-    return tool
-
-
 def register_queue_tools(server: MCPServer[AppContext]) -> None:
     """The queue-wait tools on ``server``."""
-    for name, (impl, input_model, result, hints, description) in QUEUE_TOOLS.items():
-        server.add_tool(
-            _tool(name, impl, input_model, result),
-            name=name,
-            description=description,
-            annotations=hints,
-            structured_output=True,
-        )
+    add_tools(server, QUEUE_TOOLS)

@@ -26,7 +26,7 @@ import inspect
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Annotated, Any, Self, TypeVar
 
@@ -88,6 +88,7 @@ __all__ = [
     "SystemSummary",
     "WhatIfInput",
     "WhatIfResult",
+    "add_tools",
     "owned_plan",
     "register_tools",
 ]
@@ -649,7 +650,13 @@ def _tool(name: str, impl: Impl, input_model: type[BaseModel], result: type[Base
 
 def register_tools(server: MCPServer[AppContext]) -> None:
     """Every tool, with its input model, result model and annotations."""
-    for name, (impl, input_model, result, hints, description) in TOOLS.items():
+    add_tools(server, TOOLS)
+
+
+def add_tools(server: MCPServer[AppContext], tools: Mapping[str, Any]) -> None:
+    """The tools of a table (name -> impl, input model, result model, annotations,
+    description) on ``server``: every tool module registers through here."""
+    for name, (impl, input_model, result, hints, description) in tools.items():
         server.add_tool(
             _tool(name, impl, input_model, result),
             name=name,
