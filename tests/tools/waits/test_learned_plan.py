@@ -1,0 +1,173 @@
+"""The plan's wait from the learned predictor where a live queue and recorded waits allow.
+
+A simulated one-node cluster (``tests.cluster.TEST_SYSTEM``) holds the queue now: a
+blocker runs, a job waits. The knowledge base holds the cluster's past: hourly bursts of
+short jobs served first come, first served on the one node, so the recorded waits are
+real consequences of a queue, not numbers picked for the test.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from knowledge_base.catalog import Catalog
+from knowledge_base.records import JobRecord, JobState
+from knowledge_base.sqlite import SQLiteKnowledgeBase
+from tests.cluster import TEST_SYSTEM
+from tools.actuators.model import JobRequest, SimulatedWork
+from tools.actuators.simulated import EPOCH, ManualClock, SimulatedCluster
+from tools.planning.queue import QueueModel, live_queue_and_waits
+from tools.waits import predictor as predictor_module
+from tools.waits.job_start import NewJob, predict_job_start
+from tools.waits.learned import PredictorCache
+
+BATCH = next(p for p in TEST_SYSTEM.partitions if p.name == "batch")
+
+
+def past_jobs(days: float, seed: int = 7, prefix: str = "past") -> list[JobRecord]:
+    """Bursts of 2-9 minute jobs in the 20 minutes before each hour before ``EPOCH``, run
+    oldest first on one node (the 4-hourly training instants find a queue)."""
+    rng = random.Random(seed)
+    submits = sorted(
+        hour * 3600.0 - rng.uniform(0, 1200)
+        for hour in range(-int(days * 24), -1)
+        for _ in range(rng.randint(4, 9))
+    )
+    free_at = submits[0]
+    records = []
+    for index, submit in enumerate(submits):
+        run = rng.uniform(120, 540)
+        start = max(submit, free_at)
+        free_at = start + run
+        at = EPOCH + timedelta(seconds=submit)
+        records.append(
+            JobRecord(
+                job_id=f"{prefix}-{index}",
+                system=TEST_SYSTEM.name,
+                user=f"u{index % 5}",
+                partition="batch",
+                state=JobState.COMPLETED,
+                submit_time=at,
+                start_time=at + timedelta(seconds=start - submit),
+                end_time=at + timedelta(seconds=free_at - submit),
+                run_s=run,
+                requested_nodes=1,
+                requested_walltime_s=600,
+            )
+        )
+    return records
+
+
+@pytest.fixture
+async def kb(tmp_path: Path) -> AsyncIterator[SQLiteKnowledgeBase]:
+    store = SQLiteKnowledgeBase(tmp_path / "kb.db")
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def cluster() -> SimulatedCluster:
+    found = SimulatedCluster(
+        nodes=1, cores_per_node=2, memory_mb_per_node=20000, clock=ManualClock(), system=TEST_SYSTEM
+    )
+    for name, run_s in (("blocker", 500), ("waiting", 100)):
+        await found.submit(
+            JobRequest(
+                name=name,
+                partition="batch",
+                command="true",
+                memory_mb=100,
+                walltime_s=600,
+                simulated=SimulatedWork(run_s=run_s, peak_memory_mb=50),
+            )
+        )
+    return found
+
+
+@pytest.fixture
+def trainings(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The cutoffs models were trained at, in order."""
+    seen: list[float] = []
+    real = predictor_module.train_wait_model
+
+    def counting(*args: object, **kwargs: object) -> predictor_module.WaitModel:
+        seen.append(float(args[2]))  # type: ignore[arg-type]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(predictor_module, "train_wait_model", counting)
+    return seen
+
+
+async def test_with_enough_recorded_waits_the_plans_wait_is_the_learned_p50(
+    kb: SQLiteKnowledgeBase, cluster: SimulatedCluster, trainings: list[float]
+) -> None:
+    await kb.add_jobs(past_jobs(days=28))
+    cache = PredictorCache()
+    snapshot, learned = await live_queue_and_waits(cluster, TEST_SYSTEM.name, kb, cache)
+    assert learned is not None and learned.model.booster is not None
+    queue = QueueModel([snapshot], _catalog(), learned={TEST_SYSTEM.name: learned})
+
+    waited = queue.wait(TEST_SYSTEM, BATCH, 1, 300)
+
+    # The predictor's own answer for a new job of this size, asked independently
+    expected = predict_job_start(
+        learned.snapshot,
+        learned.predictor.history,
+        new_job=NewJob(procs=1, requested_s=300, queue="batch"),
+        predictor=learned.predictor,
+    )
+    assert waited.wait_s == pytest.approx(expected.wait_s)
+    assert waited.p10_s == pytest.approx(expected.p10_s - expected.taken_at)
+    assert waited.p90_s == pytest.approx(expected.p90_s - expected.taken_at)
+    assert waited.p10_s is not None and waited.p90_s is not None
+    assert waited.p10_s <= waited.wait_s <= waited.p90_s
+    recorded = learned.recorded
+    assert 300 <= recorded < 28 * 24 * 9
+    assert waited.basis.startswith(f"learned from {recorded} recorded waits on testcluster")
+    assert "p10-p90" in waited.basis
+    # A job needing more nodes than the pool has still cannot run: the rule says so
+    assert queue.wait(TEST_SYSTEM, BATCH, 2, 300).never
+    assert len(trainings) == 1
+
+
+async def test_with_too_little_history_the_plan_keeps_the_rule(
+    kb: SQLiteKnowledgeBase, cluster: SimulatedCluster, trainings: list[float]
+) -> None:
+    await kb.add_jobs(past_jobs(days=2))
+    snapshot, learned = await live_queue_and_waits(cluster, TEST_SYSTEM.name, kb, PredictorCache())
+    assert learned is None
+    waited = QueueModel([snapshot], _catalog()).wait(TEST_SYSTEM, BATCH, 1, 300)
+    assert waited.wait_s is not None and waited.wait_s > 0  # behind the blocker
+    assert "the rule's error on recorded waits" in waited.basis
+    assert trainings == []  # under min_rows recorded waits: no model is even tried
+
+
+async def test_two_plans_train_once_and_growth_retrains(
+    kb: SQLiteKnowledgeBase, cluster: SimulatedCluster, trainings: list[float]
+) -> None:
+    history = past_jobs(days=28)
+    await kb.add_jobs(history[:-200])
+    cache = PredictorCache()
+    answers = []
+    for _ in range(2):  # two plans in one process
+        snapshot, learned = await live_queue_and_waits(cluster, TEST_SYSTEM.name, kb, cache)
+        assert learned is not None
+        queue = QueueModel([snapshot], _catalog(), learned={TEST_SYSTEM.name: learned})
+        answers.append([queue.wait(TEST_SYSTEM, BATCH, 1, w).wait_s for w in (120, 300, 600)])
+    assert len(trainings) == 1 and cache.built == 1
+    assert answers[0] == answers[1]
+    await kb.add_jobs(history[-200:])  # under 10% more: the same predictor
+    await live_queue_and_waits(cluster, TEST_SYSTEM.name, kb, cache)
+    assert len(trainings) == 1 and cache.built == 1
+    await kb.add_jobs(past_jobs(days=28, seed=8, prefix="more")[: len(history) // 5])  # 20% more
+    await live_queue_and_waits(cluster, TEST_SYSTEM.name, kb, cache)
+    assert len(trainings) == 2 and cache.built == 2
+
+
+def _catalog() -> Catalog:
+    return Catalog(systems=[TEST_SYSTEM])
