@@ -64,11 +64,11 @@ def run_trace(path: Path, jobs: int, weeks: int, warmup_days: float) -> dict[str
     for index in chosen:
         submit = float(history.submit_s[index])
         cutoff = math.floor(submit / week) * week
-        if cutoff not in predictor._models:
+        if cutoff not in predictor._submission_models:
             began = time.perf_counter()
-            predictor.model_for(submit)
+            predictor.submission_model_for(submit)
             train_s += time.perf_counter() - began
-        model = predictor.model_for(submit)
+        model = predictor.submission_model_for(submit)
         if model.booster is None:
             continue
         before = history.snapshot_at(submit - 1e-3)  # the queue the plan reads
@@ -122,7 +122,7 @@ def run_trace(path: Path, jobs: int, weeks: int, warmup_days: float) -> dict[str
         "rule_mae_h": float(np.median(np.abs(table[:, 4] - actual))) / 3600,
         "learned_coverage": inside(table[:, 2], table[:, 3]),
         "rule_coverage": inside(table[:, 5], table[:, 6]),
-        "trainings": len(predictor._models),
+        "trainings": len(predictor._submission_models),
         "train_s": train_s,
         "predict_ms": 1000 * float(np.median(predict_s)) if predict_s else 0.0,
         "grid_28_sizes_s": grid_s,

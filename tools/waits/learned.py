@@ -10,9 +10,11 @@ queue: the wait of each option, a job not yet submitted).
   trains once per ``WaitConfig.retrain_s`` window. One process, one training per system
   per week while the history holds still.
 - ``learned_waits`` is what a plan reads: the queue now (``snapshot_from_cluster``) and
-  the system's predictor, its model trained before planning starts (in a thread), or
-  None when the model could not be learned (under ``WaitConfig.min_rows`` recorded
-  waits before the cutoff): the plan then keeps the planner's rule.
+  the system's predictor, its new-job model (``WaitPredictor.submission_model_for``:
+  trees trained on the jobs of the window at the moment each was submitted, waits of
+  zero included, which the pending-job model never sees) trained before planning starts
+  (in a thread), or None when it could not be learned (under ``WaitConfig.min_rows``
+  recorded waits before the cutoff): the plan then keeps the planner's rule.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from datetime import datetime, timedelta
 
 from knowledge_base.store import JobQuery, KnowledgeBase
 from tools.actuators.state import ClusterState
-from tools.waits.job_start import JobStart, NewJob, predict_job_start
+from tools.waits.job_start import JobStart
 from tools.waits.live import history_from_records, snapshot_from_cluster
 from tools.waits.predictor import WaitModel, WaitPredictor
 from tools.waits.snapshot import WaitSnapshot
@@ -77,19 +79,25 @@ class LearnedWaits:
 
     @property
     def recorded(self) -> int:
-        """Recorded waits the model learned from: jobs that had started by its cutoff."""
-        return len(self.predictor.history.before(self.model.cutoff_s))
+        """Recorded waits the model learned from: jobs at their submission."""
+        return self.model.rows
 
     def wait(self, nodes: int, walltime_s: float, queue: str | None = None) -> JobStart:
-        """p50 and p10-p90 of a job of ``nodes`` x ``walltime_s`` submitted now; each size
-        asked once (a plan's options share few sizes)."""
+        """p50 and p10-p90 of a job of ``nodes`` x ``walltime_s`` submitted now, from the
+        model trained on jobs at their submission; each size asked once (a plan's options
+        share few sizes)."""
         key = (nodes, float(walltime_s), queue)
         if key not in self._answers:
-            self._answers[key] = predict_job_start(
-                self.snapshot,
-                self.predictor.history,
-                new_job=NewJob(procs=nodes, requested_s=float(walltime_s), queue=queue),
-                predictor=self.predictor,
+            waits, _ = self.predictor.new_job_waits(self.snapshot, nodes, float(walltime_s), queue)
+            t = self.snapshot.taken_at
+            self._answers[key] = JobStart(
+                job_id="new-job",
+                taken_at=t,
+                start_s=t + float(waits[1]),
+                p10_s=t + float(waits[0]),
+                p90_s=t + float(waits[2]),
+                wait_s=float(waits[1]),
+                basis=self.model.basis(self.predictor.config.coverage),
             )
         return self._answers[key]
 
@@ -115,7 +123,7 @@ async def learned_waits(
     predictor = await cache.predictor(kb, system, snapshot.total_procs, state.taken_at)
     if len(predictor.history) < predictor.config.min_rows:
         return None  # too few recorded waits for the rows a model needs: do not train
-    model = await asyncio.to_thread(predictor.model_for, snapshot.taken_at)
+    model = await asyncio.to_thread(predictor.submission_model_for, snapshot.taken_at)
     if model.booster is None:
         return None
     return LearnedWaits(system, snapshot, predictor, model)

@@ -23,7 +23,6 @@ from tools.actuators.model import JobRequest, SimulatedWork
 from tools.actuators.simulated import EPOCH, ManualClock, SimulatedCluster
 from tools.planning.queue import QueueModel, live_queue_and_waits
 from tools.waits import predictor as predictor_module
-from tools.waits.job_start import NewJob, predict_job_start
 from tools.waits.learned import PredictorCache
 
 BATCH = next(p for p in TEST_SYSTEM.partitions if p.name == "batch")
@@ -93,13 +92,13 @@ async def cluster() -> SimulatedCluster:
 def trainings(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The cutoffs models were trained at, in order."""
     seen: list[float] = []
-    real = predictor_module.train_wait_model
+    real = predictor_module.train_submission_model
 
     def counting(*args: object, **kwargs: object) -> predictor_module.WaitModel:
         seen.append(float(args[2]))  # type: ignore[arg-type]
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(predictor_module, "train_wait_model", counting)
+    monkeypatch.setattr(predictor_module, "train_submission_model", counting)
     return seen
 
 
@@ -114,16 +113,12 @@ async def test_with_enough_recorded_waits_the_plans_wait_is_the_learned_p50(
 
     waited = queue.wait(TEST_SYSTEM, BATCH, 1, 300)
 
-    # The predictor's own answer for a new job of this size, asked independently
-    expected = predict_job_start(
-        learned.snapshot,
-        learned.predictor.history,
-        new_job=NewJob(procs=1, requested_s=300, queue="batch"),
-        predictor=learned.predictor,
-    )
-    assert waited.wait_s == pytest.approx(expected.wait_s)
-    assert waited.p10_s == pytest.approx(expected.p10_s - expected.taken_at)
-    assert waited.p90_s == pytest.approx(expected.p90_s - expected.taken_at)
+    # The new-job model's own answer for this size, asked independently
+    expected, model = learned.predictor.new_job_waits(learned.snapshot, 1, 300, "batch")
+    assert model is learned.model and model.booster is not None
+    assert waited.wait_s == pytest.approx(expected[1])
+    assert waited.p10_s == pytest.approx(expected[0])
+    assert waited.p90_s == pytest.approx(expected[2])
     assert waited.p10_s is not None and waited.p90_s is not None
     assert waited.p10_s <= waited.wait_s <= waited.p90_s
     recorded = learned.recorded
