@@ -24,6 +24,9 @@ from tools.actuators.simulated import EPOCH, ManualClock, SimulatedCluster
 from tools.planning.queue import QueueModel, live_queue_and_waits
 from tools.waits import predictor as predictor_module
 from tools.waits.learned import PredictorCache
+from tools.waits.live import history_from_records
+from tools.waits.predictor import WaitPredictor
+from tools.waits.snapshot import PendingJob, RunningJob, WaitSnapshot
 
 BATCH = next(p for p in TEST_SYSTEM.partitions if p.name == "batch")
 
@@ -166,3 +169,29 @@ async def test_two_plans_train_once_and_growth_retrains(
 
 def _catalog() -> Catalog:
     return Catalog(systems=[TEST_SYSTEM])
+
+
+def test_the_new_job_model_learns_that_a_job_on_an_idle_machine_starts_at_once() -> None:
+    # Trained on jobs at their submission, zero waits included (a random instant never
+    # sees those pending): on an empty queue it says "now", behind a queue it does not.
+    history = history_from_records(past_jobs(days=28), 1)
+    predictor = WaitPredictor(history)
+    t = EPOCH.timestamp()
+    empty = WaitSnapshot(taken_at=t, total_procs=1, running=[], pending=[])
+    idle, model = predictor.new_job_waits(empty, 1, 600)
+    assert model.booster is not None
+    busy = empty.model_copy(
+        update={
+            "running": [
+                RunningJob(job_id="r", procs=1, submit_s=t - 60, start_s=t - 60, requested_s=600)
+            ],
+            "pending": [
+                PendingJob(job_id=f"p{n}", procs=1, submit_s=t - 30, requested_s=600)
+                for n in range(6)
+            ],
+        }
+    )
+    queued, _ = predictor.new_job_waits(busy, 1, 600)
+    assert idle[1] < 20  # the pending-job model says 50 s here: no job it saw waited 0
+    assert queued[1] > 3 * max(idle[1], 60.0)
+    assert idle[0] <= idle[1] <= idle[2] and queued[0] <= queued[1] <= queued[2]
