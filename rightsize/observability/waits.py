@@ -8,8 +8,8 @@ Two answers, the cheaper where the better one cannot be had:
   the knowledge base's finished jobs of that system. Cheap on refresh: the queue is read
   at most every ``refresh_s`` per system (the page refreshes every second, the answer is
   reused in between); the predictor is kept per system and rebuilt only when the
-  system's history has grown by ``retrain_growth`` (``tools.waits.learned.PredictorCache``,
-  shared with the planner's learned waits), and it trains its model once per
+  system's history has grown by 10% (``tools.waits.learned.PredictorCache``, as for the
+  planner's learned waits), and it trains its model once per
   ``WaitConfig.retrain_s`` window (a week) itself. Fewer than 300 recorded waits: the
   predictor's simulation answers with its fixed factor-3 band (its basis says so).
 - **the rule** (``rule_start``: ``rightsize status``, and wherever no executor answers):
