@@ -36,9 +36,10 @@ from tools.actuators.base import Executor
 from tools.planning.builder import PlanningConfig
 from tools.planning.cost import DollarRates
 from tools.planning.fixed_estimates import FixedEstimates
-from tools.planning.queue import QueueModel, QueueSnapshot, live_snapshot
+from tools.planning.queue import QueueModel, QueueSnapshot, live_queue_and_waits
 from tools.planning.results import PlannedOption
 from tools.planning.selector import Selection, plan
+from tools.waits.learned import LearnedWaits, PredictorCache
 
 __all__ = [
     "FixedEstimates",
@@ -142,6 +143,7 @@ class OptimizationObservation(Observation):
     estimates: list[ResourceEstimate]
     catalog: Catalog
     snapshots: list[QueueSnapshot] = Field(default_factory=list)
+    learned: dict[str, LearnedWaits] = Field(default_factory=dict)  # learned waits, by system
     now: datetime
 
 
@@ -160,11 +162,15 @@ class Optimization(Agent[OptimizationObservation]):
         self.kb = kb
         self.executors = dict(executors or {})
         self.config = config or OptimizationConfig()
+        self.predictors = PredictorCache()  # one training per system, kept between plans
 
-    async def _snapshots(self, spec: WorkloadSpec, catalog: Catalog) -> list[QueueSnapshot]:
+    async def _snapshots(
+        self, spec: WorkloadSpec, catalog: Catalog
+    ) -> tuple[list[QueueSnapshot], dict[str, LearnedWaits]]:
         if not self.config.live_queue:
-            return []
+            return [], {}
         snapshots = []
+        learned = {}
         for name in spec.goals.systems or catalog.names():
             executor = self.executors.get(name)
             if executor is None:
@@ -172,10 +178,16 @@ class Optimization(Agent[OptimizationObservation]):
             try:
                 catalog.system(name)
                 # Taken on the executor's clock: the queue's jobs started on it.
-                snapshots.append(await live_snapshot(executor, name))
+                # Where its recorded waits allow, the learned waits (docs/waits.md)
+                snapshot, waits = await live_queue_and_waits(
+                    executor, name, self.kb, self.predictors
+                )
             except (RightsizeError, NotFoundError):
                 continue  # no queue information: planning says the wait is unknown
-        return snapshots
+            snapshots.append(snapshot)
+            if waits is not None:
+                learned[name] = waits
+        return snapshots, learned
 
     async def sense(self, event: Envelope) -> OptimizationObservation | None:
         payload = event.payload
@@ -192,6 +204,7 @@ class Optimization(Agent[OptimizationObservation]):
         else:
             return None
         catalog = await self.kb.get_catalog()
+        snapshots, learned = await self._snapshots(spec, catalog)
         return OptimizationObservation(
             event=event,
             kind=kind,
@@ -199,13 +212,14 @@ class Optimization(Agent[OptimizationObservation]):
             spec=spec,
             estimates=estimates,
             catalog=catalog,
-            snapshots=await self._snapshots(spec, catalog),
+            snapshots=snapshots,
+            learned=learned,
             now=event.time,  # the request's time, not the clock's: decisions replay
         )
 
     def decide(self, observation: OptimizationObservation) -> list[Action]:
         queue = (
-            QueueModel(observation.snapshots, observation.catalog)
+            QueueModel(observation.snapshots, observation.catalog, learned=observation.learned)
             if observation.snapshots
             else None
         )

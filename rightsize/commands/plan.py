@@ -14,6 +14,7 @@ import asyncio
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich import box
@@ -21,6 +22,7 @@ from rich.table import Table
 
 from knowledge_base.catalog import Catalog
 from knowledge_base.errors import InvalidInputError, RightsizeError
+from knowledge_base.store import KnowledgeBase
 from knowledge_base.workload import Objective, WorkloadSpec
 from rightsize.output import console, emit, fail, fit_columns
 from rightsize.settings import Settings
@@ -28,12 +30,20 @@ from rightsize.wiring import chain_config, knowledge_base, open_executor, promot
 from tools.planning.causes import reason_text, shared_causes
 from tools.planning.cost import DollarRates
 from tools.planning.estimation import Estimator
-from tools.planning.queue import QueueModel, QueueSnapshot, live_snapshot, load_snapshots
+from tools.planning.queue import (
+    QueueModel,
+    QueueSnapshot,
+    live_queue_and_waits,
+    load_snapshots,
+)
 from tools.planning.render import sbatch_scripts, tapis_requests
 from tools.planning.results import PlannedOption
 from tools.planning.script_files import write_files
 from tools.planning.selector import Selection
 from tools.planning.workload_files import load_workload
+
+if TYPE_CHECKING:  # the predictor loads only where a live queue is read
+    from tools.waits.learned import LearnedWaits
 
 __all__ = ["plan_command"]
 
@@ -80,7 +90,9 @@ def _usd(plan: PlannedOption) -> str:
     return "-" if plan.cost_usd is None else f"${plan.cost_usd:,.2f}"
 
 
-async def _live_snapshot(settings: Settings, spec: WorkloadSpec, catalog: Catalog) -> QueueSnapshot:
+async def _live_snapshot(
+    settings: Settings, spec: WorkloadSpec, catalog: Catalog, kb: KnowledgeBase
+) -> tuple[QueueSnapshot, dict[str, LearnedWaits]]:
     systems = spec.goals.systems or []
     if len(systems) != 1:
         raise InvalidInputError(
@@ -90,20 +102,26 @@ async def _live_snapshot(settings: Settings, spec: WorkloadSpec, catalog: Catalo
             value=systems,
         )
     system = catalog.system(systems[0])
-    return await live_snapshot(open_executor(settings, system), system.name)
+    # the learned waits where the knowledge base holds enough of this system's (docs/waits.md)
+    snapshot, learned = await live_queue_and_waits(open_executor(settings, system), system.name, kb)
+    return snapshot, {system.name: learned} if learned is not None else {}
 
 
 async def _gather(
     settings: Settings, spec: WorkloadSpec, live_queue: bool
-) -> tuple[Catalog, list[Estimator], list[QueueSnapshot]]:
+) -> tuple[Catalog, list[Estimator], list[QueueSnapshot], dict[str, LearnedWaits]]:
     async with knowledge_base(settings) as kb:
         catalog = await kb.get_catalog()
         from tools.planning.service import gather_estimators, shared_chain  # loads estimators
 
         chain = shared_chain(kb, config=chain_config(settings), promoted=promoted_loader)
         estimators = await gather_estimators(kb, spec, catalog, chain=chain)
-        snapshots = [await _live_snapshot(settings, spec, catalog)] if live_queue else []
-    return catalog, estimators, snapshots
+        snapshots: list[QueueSnapshot] = []
+        learned: dict[str, LearnedWaits] = {}
+        if live_queue:
+            snapshot, learned = await _live_snapshot(settings, spec, catalog, kb)
+            snapshots.append(snapshot)
+    return catalog, estimators, snapshots, learned
 
 
 def _group(plans: Sequence[PlannedOption]) -> list[tuple[PlannedOption, list[str]]]:
@@ -308,10 +326,10 @@ def plan_command(
             raise InvalidInputError(
                 "give --queue-snapshot or --live-queue, not both", field="--live-queue"
             )
-        catalog, estimators, snapshots = asyncio.run(_gather(settings, spec, live_queue))
+        catalog, estimators, snapshots, learned = asyncio.run(_gather(settings, spec, live_queue))
         if queue_snapshot is not None:
             snapshots = load_snapshots(queue_snapshot)
-        queue = QueueModel(snapshots, catalog) if snapshots else None
+        queue = QueueModel(snapshots, catalog, learned=learned) if snapshots else None
         from tools.planning.service import plan_workload
 
         selection = plan_workload(

@@ -8,7 +8,8 @@ Two answers, the cheaper where the better one cannot be had:
   the knowledge base's finished jobs of that system. Cheap on refresh: the queue is read
   at most every ``refresh_s`` per system (the page refreshes every second, the answer is
   reused in between); the predictor is kept per system and rebuilt only when the
-  system's history has grown by ``retrain_growth``, and it trains its model once per
+  system's history has grown by 10% (``tools.waits.learned.PredictorCache``, as for the
+  planner's learned waits), and it trains its model once per
   ``WaitConfig.retrain_s`` window (a week) itself. Fewer than 300 recorded waits: the
   predictor's simulation answers with its fixed factor-3 band (its basis says so).
 - **the rule** (``rule_start``: ``rightsize status``, and wherever no executor answers):
@@ -31,11 +32,11 @@ from pydantic import BaseModel, ConfigDict
 
 from knowledge_base.errors import RightsizeError
 from knowledge_base.records import Plan
-from knowledge_base.store import JobQuery, KnowledgeBase
+from knowledge_base.store import KnowledgeBase
 from tools.actuators.base import Executor
 
 if TYPE_CHECKING:  # imported where used: the predictor pulls in XGBoost
-    from tools.waits.predictor import WaitPredictor
+    from tools.waits.learned import PredictorCache
 
 __all__ = ["PendingStart", "WaitBoard", "rule_start"]
 
@@ -82,6 +83,12 @@ def rule_start(plan: Plan) -> PendingStart | None:
     )
 
 
+def _predictor_cache() -> PredictorCache:
+    from tools.waits.learned import PredictorCache
+
+    return PredictorCache()
+
+
 @dataclass
 class WaitBoard:
     """Learned starts of every pending job, per system, kept between refreshes."""
@@ -89,10 +96,7 @@ class WaitBoard:
     kb: KnowledgeBase
     executors: Mapping[str, Executor]
     refresh_s: float = 60.0
-    history_days: float = 60.0
-    history_jobs: int = 50_000
-    retrain_growth: float = 0.1
-    _predictors: dict[str, tuple[int, WaitPredictor]] = field(default_factory=dict, repr=False)
+    predictors: PredictorCache = field(default_factory=lambda: _predictor_cache())
     _starts: dict[str, tuple[float, dict[str, PendingStart]]] = field(
         default_factory=dict, repr=False
     )
@@ -124,7 +128,9 @@ class WaitBoard:
         snapshot = snapshot_from_cluster(await executor.cluster_state())
         if not snapshot.pending:
             return {}
-        predictor = await self._predictor(system, snapshot.total_procs, executor.now())
+        predictor = await self.predictors.predictor(
+            self.kb, system, snapshot.total_procs, executor.now()
+        )
         result = await asyncio.to_thread(predictor.predict, snapshot)
         self.predictions_made += 1
 
@@ -137,21 +143,3 @@ class WaitBoard:
             )
             for row in result.predictions
         }
-
-    async def _predictor(self, system: str, total_procs: int, now: datetime) -> WaitPredictor:
-        """``system``'s predictor: the kept one while its history has not grown by
-        ``retrain_growth``, else one over the last ``history_days`` of it."""
-        from tools.waits.live import history_from_records
-        from tools.waits.predictor import WaitPredictor
-
-        jobs = await self.kb.count_jobs(JobQuery(system=system))
-        kept = self._predictors.get(system)
-        if kept is not None and abs(jobs - kept[0]) < max(1.0, self.retrain_growth * kept[0]):
-            return kept[1]
-        since = now - timedelta(days=self.history_days)
-        records = await self.kb.query_jobs(
-            JobQuery(system=system, submitted_after=since, limit=self.history_jobs)
-        )
-        predictor = WaitPredictor(history_from_records(records, total_procs))
-        self._predictors[system] = (jobs, predictor)
-        return predictor

@@ -92,9 +92,9 @@ async def test_the_predictor_is_kept_until_the_history_grows(center: MiniCenter)
     await center.cluster.submit(request("waiting", 300, 100))
     board = WaitBoard(center.kb, {"testcluster": center.cluster}, refresh_s=0)
     await board.starts("testcluster")
-    first = board._predictors["testcluster"][1]
+    first = board.predictors.kept["testcluster"][1]
     await board.starts("testcluster")
-    assert board._predictors["testcluster"][1] is first  # no new predictor per refresh
+    assert board.predictors.kept["testcluster"][1] is first  # no new predictor per refresh
     at = datetime(2026, 1, 1, tzinfo=UTC)
     await center.kb.add_jobs(
         [
@@ -111,7 +111,7 @@ async def test_the_predictor_is_kept_until_the_history_grows(center: MiniCenter)
         ]
     )
     await board.starts("testcluster")
-    assert board._predictors["testcluster"][1] is not first  # the history grew
+    assert board.predictors.kept["testcluster"][1] is not first  # the history grew
     assert await board.starts("elsewhere") == {}  # no executor for it here
 
 

@@ -23,20 +23,26 @@ The result is the expected wait, or None where the snapshot says nothing about t
 partition's pool; planning then says the wait is unknown rather than assuming zero.
 Its p10-p90 (in the basis) is the rule's error measured against the waits recorded on
 the shared traces (``tools.waits.rule``; ``benchmarks/waits.py`` measures it), which is
-what a plan can say without the center's history; ``rightsize queue predict`` learns
-from that history (docs/waits.md).
+what a plan can say without the center's history.
+
+Where the plan reads the queue live and the knowledge base holds enough recorded waits
+of the system (``learned``: ``tools.waits.learned.learned_waits``), the wait is the
+learned predictor's instead: p50 and p10-p90 of a job of the option's size and walltime
+submitted now, behind the queue as it stands (docs/waits.md). The rule still decides
+whether the pool is known and whether the job can ever fit.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterable
+import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -48,6 +54,10 @@ from tools.actuators.model import QueueEntry
 from tools.actuators.state import ClusterState
 from tools.waits.rule import rule_interval
 
+if TYPE_CHECKING:
+    from knowledge_base.store import KnowledgeBase
+    from tools.waits.learned import LearnedWaits, PredictorCache
+
 __all__ = [
     "RUNTIME_FRACTION",
     "Availability",
@@ -55,10 +65,13 @@ __all__ = [
     "QueueModel",
     "QueueSnapshot",
     "WaitEstimate",
+    "live_queue_and_waits",
     "live_snapshot",
     "load_snapshots",
     "snapshot_from_state",
 ]
+
+log = logging.getLogger(__name__)
 
 RUNTIME_FRACTION = 0.4
 _UNKNOWN_LIMIT_S = 24 * 3600  # a job with no time limit in the snapshot: a day
@@ -231,8 +244,10 @@ class QueueModel:
         catalog: Catalog,
         *,
         runtime_fraction: float = RUNTIME_FRACTION,
+        learned: Mapping[str, LearnedWaits] | None = None,
     ) -> None:
         self.snapshots = {s.system: s for s in snapshots}
+        self.learned = dict(learned or {})
         self.runtime_fraction = runtime_fraction
         self._pools: dict[tuple[str, str], _Pool] = {}
         self._user_jobs: dict[tuple[str, str, str], int] = {}
@@ -335,6 +350,15 @@ class QueueModel:
                 f"needs {nodes} nodes; pool {pool.state.name!r} has {profile.capacity}",
                 never=True,
             )
+        learned = self.learned.get(system.name)
+        if learned is not None:  # the center's recorded waits answer (docs/waits.md)
+            answer = learned.wait(nodes, walltime_s, partition.name)
+            return WaitEstimate(
+                answer.wait_s,
+                learned.basis(answer),
+                p10_s=answer.p10_s - answer.taken_at,
+                p90_s=answer.p90_s - answer.taken_at,
+            )
         # The interval is the rule's error measured against recorded waits (tools.waits.rule)
         low, high = rule_interval(start)
         return WaitEstimate(
@@ -368,3 +392,23 @@ def snapshot_from_state(system: str, state: ClusterState) -> QueueSnapshot:
 async def live_snapshot(executor: Executor, system: str) -> QueueSnapshot:
     """``system``'s queue and pools now, read through its executor (on its clock)."""
     return snapshot_from_state(system, await executor.cluster_state())
+
+
+async def live_queue_and_waits(
+    executor: Executor,
+    system: str,
+    kb: KnowledgeBase,
+    predictors: PredictorCache | None = None,
+) -> tuple[QueueSnapshot, LearnedWaits | None]:
+    """``system``'s queue now and, where its recorded waits allow, the learned waits on it
+    (one read of the queue serves both; the model trains here, not while planning)."""
+    from tools.waits.learned import PREDICTORS, learned_waits
+
+    state = await executor.cluster_state()
+    snapshot = snapshot_from_state(system, state)
+    try:
+        learned = await learned_waits(kb, system, state, predictors or PREDICTORS)
+    except InvalidInputError as exc:  # e.g. no node counts: the rule says what it can
+        log.warning("learned waits on %s: %s; the planner's rule answers", system, exc)
+        learned = None
+    return snapshot, learned

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tools.waits.features import FEATURE_NAMES, QueueFeatures, RunIndex, queue_features
 from tools.waits.jobs import JobTable
-from tools.waits.snapshot import WaitPrediction, WaitPredictions, WaitSnapshot
+from tools.waits.snapshot import PendingJob, WaitPrediction, WaitPredictions, WaitSnapshot
 
 __all__ = [
     "WaitConfig",
@@ -45,6 +45,7 @@ __all__ = [
     "WaitPredictor",
     "recent_wait_starts",
     "request_starts",
+    "with_new_job",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -65,6 +66,8 @@ class WaitConfig(BaseModel):
     min_rows: int = Field(default=300, ge=1)
     coverage: float = Field(default=0.9, gt=0, lt=1)
     max_rows: int = Field(default=20000, ge=1)
+    # jobs at submission the new-job model trains on (evenly over the window)
+    max_submissions: int = Field(default=1500, ge=1)
     trees: int = Field(default=120, ge=1)
     depth: int = Field(default=5, ge=1)
     learning_rate: float = Field(default=0.1, gt=0)
@@ -178,6 +181,69 @@ def train_wait_model(
     return WaitModel(cutoff_s, booster, scores, rows, len(labels))
 
 
+def _submission_rows(
+    history: JobTable, runs: RunIndex, cutoff_s: float, config: WaitConfig
+) -> tuple[NDArray[np.float32], FloatArray]:
+    """One row per job at the moment it was submitted, oldest first: the queue just before
+    it with the job last in line (user unknown, as a plan asks), and its recorded wait.
+    Jobs that started at once are here too; a random instant never sees them pending."""
+    known = history.before(cutoff_s)
+    if not len(known):
+        return np.zeros((0, len(FEATURE_NAMES)), np.float32), np.zeros(0)
+    first = max(cutoff_s - config.window_s, float(known.submit_s.min()))
+    chosen = np.flatnonzero(
+        (known.submit_s >= first) & (known.submit_s <= cutoff_s - config.horizon_s)
+    )
+    if len(chosen) > config.max_submissions:  # evenly over the window: the cost stays bounded
+        chosen = chosen[np.linspace(0, len(chosen) - 1, config.max_submissions).astype(int)]
+    features = np.zeros((len(chosen), len(FEATURE_NAMES)), np.float32)
+    labels = np.zeros(len(chosen))
+    for row, index in enumerate(chosen):
+        submit = float(known.submit_s[index])
+        snapshot = with_new_job(
+            known.snapshot_at(submit - 1e-3),
+            int(known.procs[index]),
+            float(known.requested_s[index]),
+            known.queues[known.queue[index]] or None,
+        )
+        features[row] = queue_features(snapshot, known, runs).matrix[-1]
+        labels[row] = math.log(float(known.start_s[index]) - submit + _OFFSET_S)
+    return features, labels
+
+
+def with_new_job(
+    snapshot: WaitSnapshot, procs: int, requested_s: float, queue: str | None = None
+) -> WaitSnapshot:
+    """``snapshot`` with a job of ``procs`` x ``requested_s`` submitted at ``taken_at``,
+    last in line (its id ``new-job``, primed until no other job has it)."""
+    job_id = "new-job"
+    while any(j.job_id == job_id for j in (*snapshot.pending, *snapshot.running)):
+        job_id += "'"
+    job = PendingJob(
+        job_id=job_id,
+        procs=procs,
+        submit_s=snapshot.taken_at,
+        requested_s=requested_s,
+        queue=queue,
+    )
+    return snapshot.model_copy(update={"pending": [*snapshot.pending, job]})
+
+
+def train_submission_model(
+    history: JobTable, runs: RunIndex, cutoff_s: float, config: WaitConfig
+) -> WaitModel:
+    """The model for a job not yet submitted (a plan's question): trained on jobs at their
+    submission, calibrated on the newest fifth of them."""
+    x, y = _submission_rows(history, runs, cutoff_s, config)
+    if len(y) < config.min_rows:
+        return WaitModel(cutoff_s, None, np.zeros(0), len(y), len(y))
+    split = int(len(y) * 0.8)
+    booster = _fit(config, x[:split], y[:split], config.trees)
+    quantiles = _predict(booster, x[split:])
+    scores = np.maximum(quantiles[:, 0] - y[split:], y[split:] - quantiles[:, 2])
+    return WaitModel(cutoff_s, booster, scores, len(y), len(y))
+
+
 @dataclass
 class WaitPredictor:
     """Predicts waits from one history; models are trained per cutoff and kept."""
@@ -185,6 +251,37 @@ class WaitPredictor:
     history: JobTable
     config: WaitConfig = field(default_factory=WaitConfig)
     _models: dict[float, WaitModel] = field(default_factory=dict)
+    _submission_models: dict[float, WaitModel] = field(default_factory=dict)
+
+    def submission_model_for(self, t: float) -> WaitModel:
+        """The model for jobs not yet submitted at ``t``, trained at the week's cutoff."""
+        cutoff = math.floor(t / self.config.retrain_s) * self.config.retrain_s
+        if cutoff not in self._submission_models:
+            self._submission_models[cutoff] = train_submission_model(
+                self.history, RunIndex(self.history.before(cutoff)), cutoff, self.config
+            )
+        return self._submission_models[cutoff]
+
+    def new_job_waits(
+        self, snapshot: WaitSnapshot, procs: int, requested_s: float, queue: str | None = None
+    ) -> tuple[FloatArray, WaitModel]:
+        """p10/p50/p90 of the wait (seconds from ``taken_at``) of a job of ``procs`` x
+        ``requested_s`` submitted now, from the submission model; the simulation's wait
+        with the factor-3 band where that model could not be learned."""
+        model = self.submission_model_for(snapshot.taken_at)
+        known = self.history.before(snapshot.taken_at)
+        asked = with_new_job(snapshot, procs, requested_s, queue)
+        features = queue_features(asked, known, RunIndex(known))
+        if model.booster is None:
+            logs = np.log(features.sim_wait_s[-1:] + _OFFSET_S)
+            spread = math.log(_FALLBACK_FACTOR)
+            found = np.stack([logs - spread, logs, logs + spread], axis=1)
+        else:
+            found = _predict(model.booster, features.matrix[-1:])
+            margin = model.margin(self.config.coverage)
+            found[:, 0] -= margin
+            found[:, 2] += margin
+        return np.maximum(np.exp(np.sort(found, axis=1)[0]) - _OFFSET_S, 0.0), model
 
     def model_for(self, t: float) -> WaitModel:
         cutoff = math.floor(t / self.config.retrain_s) * self.config.retrain_s
