@@ -1,8 +1,9 @@
 """One job's start: a pending job of the snapshot, or a job not yet submitted.
 
-The MCP tool and the planner ask this question; the answer comes from the same
-predictor as ``rightsize queue predict`` (a job not yet submitted joins the snapshot's
-queue as submitted at ``taken_at``, the last in line).
+The MCP tool asks this question. A pending job's start comes from the same predictor
+as ``rightsize queue predict``; a job not yet submitted joins the snapshot's queue as
+submitted at ``taken_at``, the last in line, and its wait comes from the new-job model
+(trained on jobs at the moment they were submitted), as a plan's does.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from knowledge_base.errors import InvalidInputError
 from tools.waits.jobs import JobTable
 from tools.waits.predictor import WaitPredictor
-from tools.waits.snapshot import PendingJob, WaitSnapshot
+from tools.waits.snapshot import WaitSnapshot
 
 __all__ = ["JobStart", "NewJob", "predict_job_start"]
 
@@ -55,17 +56,28 @@ def predict_job_start(
     """The start of ``job_id`` (pending in the snapshot) or of ``new_job``; exactly one."""
     if (job_id is None) == (new_job is None):
         raise InvalidInputError("name a pending job_id or describe a new_job, exactly one")
+    predictor = predictor or WaitPredictor(history)
     if new_job is not None:
-        job_id = NEW_JOB_ID
-        while any(j.job_id == job_id for j in (*snapshot.pending, *snapshot.running)):
-            job_id += "'"
-        added = PendingJob(job_id=job_id, submit_s=snapshot.taken_at, **new_job.model_dump())
-        snapshot = snapshot.model_copy(update={"pending": [*snapshot.pending, added]})
-    elif all(j.job_id != job_id for j in snapshot.pending):
+        # The model of the question asked: jobs at the moment they were submitted (zero
+        # waits included), not the pending-job model, which never sees a job start at once.
+        (p10, p50, p90), model = predictor.new_job_waits(
+            snapshot, new_job.procs, new_job.requested_s, new_job.queue
+        )
+        at = snapshot.taken_at
+        return JobStart(
+            job_id=NEW_JOB_ID,
+            taken_at=at,
+            start_s=at + float(p50),
+            p10_s=at + float(p10),
+            p90_s=at + float(p90),
+            wait_s=float(p50),
+            basis=f"new-job model: {model.basis(predictor.config.coverage)}",
+        )
+    if all(j.job_id != job_id for j in snapshot.pending):
         raise InvalidInputError(
             "is not a pending job of the snapshot", field="job_id", value=job_id
         )
-    result = (predictor or WaitPredictor(history)).predict(snapshot)
+    result = predictor.predict(snapshot)
     row = next(p for p in result.predictions if p.job_id == job_id)
     return JobStart(
         job_id=row.job_id,
