@@ -53,14 +53,19 @@ def fit_columns(
     overhead = max((len(line.rstrip()) for line in printed), default=0) - sum(natural)
     excess = sum(natural) + overhead - width
     headers = [str(column.header) for column in columns]
-    for name in wrap_first:
-        if excess <= 0:
-            break
-        if name in headers:
+    # Two passes: each column first to half its width at most, then to its longest word,
+    # so one column does not take all the wrapping.
+    halves = [max(w, (n + 1) // 2) for w, n in zip(words, natural, strict=True)]
+    for least in (halves, words):
+        for name in wrap_first:
+            if excess <= 0 or name not in headers:
+                continue
             i = headers.index(name)
-            narrower = max(words[i], natural[i] - excess)
-            excess -= natural[i] - narrower
-            columns[i].width = narrower
+            width_now = columns[i].width or natural[i]
+            narrower = max(least[i], width_now - excess)
+            if narrower < width_now:
+                excess -= width_now - narrower
+                columns[i].width = narrower
     return max(0, excess)
 
 

@@ -228,7 +228,7 @@ def _render(selection: Selection, top: int) -> None:
             table.add_column(column)
         for cells in body:
             table.add_row(*cells)
-        wraps = ("cost", "$", "shape", "system/partition")
+        wraps = ("shape", "cost", "$", "system/partition")
         fit_columns(table, console.width, wraps, wrap_cells=wraps)
         console.print(table)
         if any(also for _, also in page):
