@@ -36,7 +36,7 @@ from tools.estimators.history import (
     predict_rows,
 )
 from tools.estimators.metrics import PredictorScore, score
-from tools.traces.swf import SWFHeader, SWFJob, SWFReader
+from tools.traces.swf import SWFHeader, SWFJob, read_swf
 
 __all__ = [
     "BenchResult",
@@ -221,14 +221,7 @@ def history_bench(
 ) -> BenchResult:
     """Read a trace, replay it, and score every predictor (the ``history-bench`` command)."""
     started = time.perf_counter()
-    with SWFReader(path) as reader:
-        header = reader.header
-        swf_jobs: list[SWFJob] = []
-        for job in reader:
-            swf_jobs.append(job)
-            if limit is not None and len(swf_jobs) >= limit:
-                break
-        report = reader.report
+    header, swf_jobs, report = read_swf(path, limit=limit)
     result = replay((history_job_from_swf(job, header) for job in swf_jobs), config)
     run = _column(result.jobs, "run_s")
     scored = (run > 0) & (result.user_request_s > 0)

@@ -40,7 +40,7 @@ from tools.estimators.history_cpu import (
     predict_cpu,
 )
 from tools.estimators.history_runtime import HistoryConfig
-from tools.traces.swf import SWFJob, SWFReader
+from tools.traces.swf import read_swf
 
 __all__ = ["CpuBenchResult", "CpuPart", "CpuReplay", "cpu_bench", "replay_cpu"]
 
@@ -215,13 +215,7 @@ def cpu_bench(
     from tools.estimators.replay import history_job_from_swf
 
     started = time.perf_counter()
-    with SWFReader(path) as reader:
-        header = reader.header
-        swf_jobs: list[SWFJob] = []
-        for job in reader:
-            swf_jobs.append(job)
-            if limit is not None and len(swf_jobs) >= limit:
-                break
+    header, swf_jobs, _ = read_swf(path, limit=limit)
     recorded = Counter(job.avg_cpu_time_s is not None for job in swf_jobs)
     if not recorded[True]:
         raise InvalidInputError(

@@ -43,7 +43,7 @@ from tools.estimators.history_memory import (
     predict_memory,
 )
 from tools.estimators.history_runtime import HistoryConfig
-from tools.traces.swf import SWFJob, SWFReader
+from tools.traces.swf import read_swf
 
 __all__ = [
     "MemoryBenchResult",
@@ -312,13 +312,7 @@ def memory_bench(
 
     started = time.perf_counter()
     config = config or HistoryConfig()
-    with SWFReader(path) as reader:
-        header = reader.header
-        swf_jobs: list[SWFJob] = []
-        for job in reader:
-            swf_jobs.append(job)
-            if limit is not None and len(swf_jobs) >= limit:
-                break
+    header, swf_jobs, _ = read_swf(path, limit=limit)
     recorded = Counter(
         "recorded" if job.used_memory_kb_per_proc is not None else "none" for job in swf_jobs
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import re
 import zlib
 from collections.abc import Iterable, Iterator
@@ -602,11 +603,12 @@ class SWFReader:
 
 
 def read_swf(
-    path: str | Path, *, check_header: bool = True
+    path: str | Path, *, check_header: bool = True, limit: int | None = None
 ) -> tuple[SWFHeader, list[SWFJob], ParseReport]:
-    """The whole trace in memory: header, jobs in file order, and the parse report."""
+    """The trace in memory: header, jobs in file order (the first ``limit``; None: all),
+    and the parse report (of the lines read)."""
     with SWFReader(path, check_header=check_header) as reader:
-        jobs = list(reader)
+        jobs = list(itertools.islice(reader, limit))
         return reader.header, jobs, reader.report
 
 
