@@ -15,7 +15,7 @@ promoted estimator honest:
 2. **Retrain.** Candidates are trained on the most recent finished jobs (after drift,
    on those since the incumbent was trained, once there are enough), leaving out the
    latest ``holdout_fraction`` of them. For ``runtime_s`` there are two: the center's
-   history estimator (``tools.estimators.history``, XGBoost over each job's request and
+   history estimator (``tools.estimators.history.estimator``, XGBoost over each job's request and
    the recent history of its user, application and shape; ``HistoryRuntime``) and a
    log-linear model (``LogLinearRuntime``) as its challenger, which wins where the
    history has little to go on (no users, few jobs: it needs 50 to train at all).
@@ -82,7 +82,7 @@ from knowledge_base.records import (
     JobRecord,
 )
 from knowledge_base.store import JobQuery, KnowledgeBase
-from tools.estimators.promoted_runtime import (
+from tools.estimators.promoted.runtime import (
     DEFAULT_TRAINERS,
     RUNTIME_TARGET,
     VALIDATION_KEY,
@@ -139,7 +139,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 # The models it manages (trainers, artifacts, loaders, error metrics) live in
-# tools.estimators.promoted_runtime and are re-exported here.
+# tools.estimators.promoted.runtime and are re-exported here.
 
 
 class PromotionPolicy(BaseModel):

@@ -62,7 +62,7 @@ from knowledge_base.records import (
     ResourceEstimate,
     SegmentState,
 )
-from tools.estimators.history_memory import conditional_request
+from tools.estimators.history.memory import conditional_request
 
 __all__ = [
     "Extend",

@@ -45,7 +45,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tools.estimators.dnn.opcost import OP_TARGETS  # noqa: E402
+from tools.estimators.cpu.opcost import OP_TARGETS  # noqa: E402
 
 HELDOUT = REPO / "examples" / "models" / "heldout"
 DATA = REPO / "data" / "cpu_opcost"
@@ -64,7 +64,7 @@ RUNS = 3
 def measure(out_path: Path | None = None) -> None:
     import torch
 
-    from tools.estimators.dnn.usermodel import load_user_model
+    from tools.estimators.model_file import load_user_model
     from tools.profiling.optiming import training_step_samples
     from tools.profiling.profiler import hardware_descriptors
 
@@ -187,7 +187,7 @@ def fit(
     networks' steps that train the step law too: ``recurrent``, ``all`` or ``none``;
     ``features``: the booster's feature version (2: with the operators' geometry);
     ``constant``: a fixed cost per step in the step law."""
-    from tools.estimators.dnn.opcost import fit_opcost
+    from tools.estimators.cpu.opcost import fit_opcost
     from tools.profiling.opsweep import read_items
 
     path = DATA / "op_timings.jsonl"
@@ -326,7 +326,7 @@ def _probe_fit(model: Any) -> None:
     was trained on: an in-sample check, per probe and thread count)."""
     import numpy as np
 
-    from tools.estimators.dnn.opcost import step_items
+    from tools.estimators.cpu.opcost import step_items
     from tools.profiling.opsweep import read_items
 
     stat = "least" if "least" in model.meta.get("step_truth", "") else "median"
@@ -364,10 +364,10 @@ def _probe_fit(model: Any) -> None:
 
 
 def report(record: bool) -> None:
-    from tools.estimators.dnn.dataset import graph_data
-    from tools.estimators.dnn.opcost import OpCostModel
-    from tools.estimators.dnn.service import estimate, hardware_options, load_bundle
-    from tools.estimators.dnn.usermodel import load_user_model
+    from tools.estimators.cpu.answer import estimate, hardware_options, load_bundle
+    from tools.estimators.cpu.dataset import graph_data
+    from tools.estimators.cpu.opcost import OpCostModel
+    from tools.estimators.model_file import load_user_model
     from tools.profiling.opsweep import read_items
 
     product = OpCostModel.load(DATA)

@@ -35,7 +35,7 @@ Protocol, fixed before any test figure was looked at:
 - Noise floor: configurations the sweep ran two or three times; mean absolute deviation
   from their mean, percent (the error a perfect estimator would still show).
 
-Cross-hardware: ``tools.estimators.dnn.crosshw`` (train K80+P100, predict V100; and with
+Cross-hardware: ``tools.estimators.gpu.gavel_crosshw`` (train K80+P100, predict V100; and with
 Pollux's T4 added to training), hardware described by specs only.
 """
 
@@ -63,7 +63,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402
 
-from tools.estimators.dnn.bundle import (  # noqa: E402
+from tools.estimators.cpu.bundle import (  # noqa: E402
     HYBRID_BASE,
     HYBRID_GNN,
     HYBRID_PARAMS,
@@ -74,17 +74,17 @@ from tools.estimators.dnn.bundle import (  # noqa: E402
     split_validation,
     train_bundle,
 )
-from tools.estimators.dnn.calibration import calibrate  # noqa: E402
-from tools.estimators.dnn.crosshw import cross_hardware, load_gpu_points  # noqa: E402
-from tools.estimators.dnn.dataset import (  # noqa: E402
+from tools.estimators.cpu.calibration import calibrate  # noqa: E402
+from tools.estimators.cpu.dataset import (  # noqa: E402
     Example,
     GraphStore,
     default_dataset_path,
     load_examples,
     noise_floor,
 )
-from tools.estimators.dnn.features import analytic_estimates  # noqa: E402
-from tools.estimators.dnn.metrics import score  # noqa: E402
+from tools.estimators.cpu.features import analytic_estimates  # noqa: E402
+from tools.estimators.cpu.metrics import score  # noqa: E402
+from tools.estimators.gpu.gavel_crosshw import cross_hardware, load_gpu_points  # noqa: E402
 
 FOLDS = (
     ("resnet", "resnet_bottleneck", "mlp"),

@@ -42,7 +42,6 @@ from typing import Any
 
 import torch
 
-from tools.estimators.dnn.usermodel import load_user_model
 from tools.estimators.gpu.baselines import analytic_s, roofline_s
 from tools.estimators.gpu.correction import (
     HOST_MIN_ROWS,
@@ -51,11 +50,12 @@ from tools.estimators.gpu.correction import (
     fit_correction,
 )
 from tools.estimators.gpu.estimator import load_step_model
+from tools.estimators.gpu.memory.context import gpu_generation
+from tools.estimators.gpu.memory.estimate import context_mb, estimate_gpu_memory
 from tools.estimators.gpu.ops import GpuKernels, kernels_by_operator, kernels_of
 from tools.estimators.gpu.specs import GpuSpec, datasheet_spec
 from tools.estimators.gpu.trace import trace_training_step
-from tools.estimators.gpu_memory.context import gpu_generation
-from tools.estimators.gpu_memory.estimate import context_mb, estimate_gpu_memory
+from tools.estimators.model_file import load_user_model
 from tools.profiling.zoo.registry import FAMILIES, TrainingTask, named_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -32,9 +32,9 @@ from pathlib import Path
 
 import torch
 
-from tools.estimators.gpu_memory.allocator import MemoryEvent
-from tools.estimators.gpu_memory.context import on_device
-from tools.estimators.gpu_memory.recorder import Optimizer, record_training_step
+from tools.estimators.gpu.memory.allocator import MemoryEvent
+from tools.estimators.gpu.memory.context import on_device
+from tools.estimators.gpu.memory.recorder import Optimizer, record_training_step
 from tools.profiling.zoo.registry import TrainingTask, family
 
 GAVEL = (

@@ -58,7 +58,7 @@ def _child(stem: str, batch: int, seed: int) -> dict[str, Any]:
 
     import torch
 
-    from tools.estimators.dnn.usermodel import load_user_model
+    from tools.estimators.model_file import load_user_model
     from tools.profiling import counting
     from tools.profiling.profiler import rss_mb
 
@@ -83,7 +83,7 @@ def _child(stem: str, batch: int, seed: int) -> dict[str, Any]:
 
 
 def _host_key() -> str:
-    from tools.estimators.dnn.host_calibration import host_key
+    from tools.estimators.cpu.host_calibration import host_key
     from tools.profiling.profiler import hardware_descriptors
 
     here = hardware_descriptors(1)

@@ -39,7 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from knowledge_base.errors import InvalidInputError
-from tools.estimators.history import (
+from tools.estimators.history.estimator import (
     SAFE_WEIGHTS,
     HistoryConfig,
     HistoryEstimator,
@@ -48,7 +48,7 @@ from tools.estimators.history import (
     fit_snapshot,
     predict_rows,
 )
-from tools.estimators.replay import history_job_from_swf
+from tools.estimators.history.replay import history_job_from_swf
 from tools.traces.swf import read_swf
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """White-box peak GPU memory / analytic interval, per model, optimizer, precision, GPUs, batch.
 
-What ``tools.estimators.gpu_memory.planner.WHITE_BOX_RATIO`` (zoo models) and
+What ``tools.estimators.gpu.memory.planner.WHITE_BOX_RATIO`` (zoo models) and
 ``MODEL_FILE_RATIO`` (model files) are chosen from: the planner traces a GPU option's step
 only where the analytic interval times these bounds reaches the GPU's memory. Prints one
 line per (model, optimizer, precision, GPUs, GPU) with, at each per-GPU batch, white-box

@@ -7,7 +7,7 @@ finished before it was submitted. Two things come out per job:
 
 - its p50 (the candidate with the best expected accuracy), which drives ``--estimate
   model``'s reservations, capped at the request and raised to it if a job outlives it;
-- its run-time distribution (:func:`tools.estimators.history.runtime_distribution`:
+- its run-time distribution (:func:`tools.estimators.history.estimator.runtime_distribution`:
   the candidates with their predicted coverage), from which the ``rightsize`` policy takes
   a quantile as its estimate and, when a job outlives it, the next estimate from the
   conditional distribution.
@@ -24,15 +24,15 @@ import numpy as np
 from knowledge_base.errors import InvalidInputError
 from simulations.engine import Distribution
 from simulations.workload import Workload
-from tools.estimators.features import HistoryJob
-from tools.estimators.history import (
+from tools.estimators.history.estimator import (
     HistoryEstimator,
     QuantileModel,
     distribution_quantile,
     predict_rows,
     runtime_distribution,
 )
-from tools.estimators.replay import history_job_from_swf
+from tools.estimators.history.features import HistoryJob
+from tools.estimators.history.replay import history_job_from_swf
 from tools.traces.swf import SWFReader
 
 __all__ = ["RuntimeDistributions", "history_distributions", "model_estimates"]

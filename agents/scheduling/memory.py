@@ -3,7 +3,7 @@
 After an out-of-memory kill the Re-scheduler (``agents.rescheduler``) asks for the
 quantile of the job's predicted peak given that it needed more than it had
 (``JobEnd.memory_distribution_mb``), instead of a fixed factor, when a distribution is
-known. It comes from the system's history estimator (``tools.estimators.history``, the
+known. It comes from the system's history estimator (``tools.estimators.history.estimator``, the
 process's one per system: ``tools.planning.service.shared_chain(kb).history``, trained
 once and kept until the history grows), asked about the same job the planner asked
 about (user, application, partition, processors, the user's requests). The estimator
@@ -28,8 +28,8 @@ from knowledge_base.records import Plan
 from knowledge_base.workload import GenericJob
 
 if TYPE_CHECKING:  # imported where used: the history estimator pulls in XGBoost
-    from tools.estimators.features import HistoryJob
-    from tools.estimators.history import HistoryPrediction
+    from tools.estimators.history.estimator import HistoryPrediction
+    from tools.estimators.history.features import HistoryJob
 
 __all__ = ["HistorySource", "MemoryModel", "distribution_mb", "predicted_memory_mb"]
 
@@ -71,7 +71,7 @@ async def predicted_memory_mb(
         return None
     if model is None:
         return None
-    from tools.estimators.features import HistoryJob
+    from tools.estimators.history.features import HistoryJob
     from tools.planning.generic import requested_memory_mb
 
     asked = requested_memory_mb(workload, option.cores_per_node)

@@ -76,8 +76,8 @@ def _shape(text: str | None) -> list[int] | None:
 
 
 async def _register(settings: Settings, bundle: object, folder: Path) -> list[str]:
-    from tools.estimators.dnn.bundle import EstimatorBundle
-    from tools.estimators.dnn.service import register as register_bundle
+    from tools.estimators.cpu.answer import register as register_bundle
+    from tools.estimators.cpu.bundle import EstimatorBundle
 
     assert isinstance(bundle, EstimatorBundle)
     async with knowledge_base(settings) as kb:
@@ -305,7 +305,7 @@ async def _answers(settings: Settings, request: Any) -> tuple[list[Any], list[st
 
 async def _register_cpu_models(settings: Settings, chain: Any) -> None:
     """The CPU estimators that answered go in the registry (HARP's), once."""
-    from tools.estimators.dnn.service import register
+    from tools.estimators.cpu.answer import register
 
     bundle, _, _, _ = chain.cpu_models.get()
     if bundle is not None:
@@ -316,8 +316,8 @@ async def _register_cpu_models(settings: Settings, chain: Any) -> None:
 def _smoke(request: Any) -> None:
     """One real training step here, in a memory-capped child: a batch that does not fit
     this machine, or a step that fails, is bad input (``--hardware local``)."""
-    from tools.estimators.dnn.service import smoke_step
-    from tools.estimators.dnn.usermodel import load_user_model
+    from tools.estimators.cpu.answer import smoke_step
+    from tools.estimators.model_file import load_user_model
 
     user = load_user_model(
         request.model_file,
@@ -364,8 +364,8 @@ def _spec_rows(settings: Settings, request: Any, targets: list[GpuSpec]) -> list
     """``--gpu-spec`` answers from the per-operator GPU model (issue #16), as answers."""
     if not targets:
         return []
-    from tools.estimators.dnn.usermodel import load_user_model
     from tools.estimators.gpu.answer import gpu_option_estimates
+    from tools.estimators.model_file import load_user_model
     from tools.planning.answer import AnswerBasis, OptionAnswer, Quantiles
 
     user = load_user_model(
@@ -421,14 +421,14 @@ def calibrate_command(
     steps here (about 2 minutes; a run cut short resumes) and refit its step law."""
     settings = Settings()
     try:
-        from tools.estimators.dnn.host_calibration import (
+        from tools.estimators.cpu.answer import load_opcost
+        from tools.estimators.cpu.host_calibration import (
             calibrate,
             calibrated_dir,
             save_calibrated,
             time_zoo_steps,
             zoo_items,
         )
-        from tools.estimators.dnn.service import load_opcost
         from tools.profiling.profiler import hardware_descriptors
 
         shipped = load_opcost(settings.cpu_opcost)
@@ -538,7 +538,7 @@ def train_command(
     """Train (or load) the DNN estimators and register them in the knowledge base."""
     settings = Settings()
     try:
-        from tools.estimators.dnn.service import load_bundle, train_to
+        from tools.estimators.cpu.answer import load_bundle, train_to
 
         if out is not None:
             bundle, folder = train_to(settings.home, out, dataset), out

@@ -13,10 +13,10 @@ from rightsize.output import console, emit, fail
 from rightsize.progress import progress
 
 if TYPE_CHECKING:  # the replay loads xgboost: imported when the command runs
-    from tools.estimators.metrics import PredictorScore
-    from tools.estimators.replay import BenchResult
-    from tools.estimators.replay_cpu import CpuBenchResult
-    from tools.estimators.replay_memory import MemoryBenchResult, MemoryPart
+    from tools.estimators.history.metrics import PredictorScore
+    from tools.estimators.history.replay import BenchResult
+    from tools.estimators.history.replay_cpu import CpuBenchResult
+    from tools.estimators.history.replay_memory import MemoryBenchResult, MemoryPart
 
 __all__ = ["history_bench"]
 
@@ -199,7 +199,7 @@ def history_bench(
     if target == "cpu-efficiency":
         _cpu_bench(trace, as_json, limit)
         return
-    from tools.estimators.replay import history_bench as run_history_bench
+    from tools.estimators.history.replay import history_bench as run_history_bench
 
     try:
         with progress(f"replaying {trace.name}", quiet=as_json):
@@ -214,7 +214,7 @@ def history_bench(
 def _memory_bench(
     trace: Path, as_json: bool, limit: int | None, predictions_out: Path | None
 ) -> None:
-    from tools.estimators.replay_memory import memory_bench
+    from tools.estimators.history.replay_memory import memory_bench
 
     try:
         with progress(f"replaying {trace.name} (memory)", quiet=as_json):
@@ -227,7 +227,7 @@ def _memory_bench(
 
 
 def _cpu_bench(trace: Path, as_json: bool, limit: int | None) -> None:
-    from tools.estimators.replay_cpu import cpu_bench
+    from tools.estimators.history.replay_cpu import cpu_bench
 
     try:
         with progress(f"replaying {trace.name} (CPU efficiency)", quiet=as_json):

@@ -297,7 +297,7 @@ async def test_each_interval_says_what_its_coverage_rests_on(
 
 
 def test_the_history_estimators_interval_is_calibrated_held_out() -> None:
-    from tools.estimators.history import HistoryPrediction
+    from tools.estimators.history.estimator import HistoryPrediction
 
     prediction = HistoryPrediction(
         runtime_estimate_s=100.0,

@@ -20,8 +20,8 @@ from agents.scheduling.memory import MemoryModel, distribution_mb
 from knowledge_base.records import Plan, PlanStatus
 from tests.agents.harness import MiniCenter, dnn_spec, generic_spec, make_plan, until
 from tools.actuators.model import JobRequest, SimulatedWork
-from tools.estimators.features import HistoryJob
-from tools.estimators.history import HistoryPrediction
+from tools.estimators.history.estimator import HistoryPrediction
+from tools.estimators.history.features import HistoryJob
 
 # P(peak per processor <= KB): of the jobs needing more than 1 GB a processor (F = 0.9),
 # 98 % fit in 4 GB a processor: (0.998 - 0.9) / 0.1 = 0.98, the Re-scheduler's target.

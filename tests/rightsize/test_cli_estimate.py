@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from rightsize.cli import app
-from tools.estimators.dnn.bundle import train_bundle
-from tools.estimators.dnn.dataset import Example, GraphStore, load_examples
+from tools.estimators.cpu.bundle import train_bundle
+from tools.estimators.cpu.dataset import Example, GraphStore, load_examples
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]
@@ -65,7 +65,7 @@ def _host_isa(monkeypatch: pytest.MonkeyPatch, isa: str) -> None:
     from tools.profiling.profiler import hardware_descriptors
 
     monkeypatch.setattr(
-        "tools.estimators.dnn.service.hardware_descriptors",
+        "tools.estimators.cpu.answer.hardware_descriptors",
         lambda threads: {**hardware_descriptors(threads), "cpu_model": SWEEP_CPU, "cpu_isa": isa},
     )
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rightsize.cli import app
-from tools.estimators.dnn.host_calibration import calibrated_dir
+from tools.estimators.cpu.host_calibration import calibrated_dir
 from tools.profiling.profiler import hardware_descriptors
 
 runner = CliRunner()

@@ -50,8 +50,8 @@ def small_cnn_spec(
 
 def opcost_of(estimators: Sequence[object]) -> GpuOpCostEstimator:
     """The per-operator GPU estimator inside a DNN chain (each link wraps one)."""
+    from tools.estimators.gpu.memory.planner import WhiteBoxGpuMemory
     from tools.estimators.gpu.planner import GpuOpCostEstimator
-    from tools.estimators.gpu_memory.planner import WhiteBoxGpuMemory
 
     inner = [e.inner for e in estimators if isinstance(e, WhiteBoxGpuMemory)]
     return next(e for e in inner if isinstance(e, GpuOpCostEstimator))

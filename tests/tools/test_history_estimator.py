@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 
 from knowledge_base.records import JobRecord, JobState
-from tools.estimators.baselines import LastTwo
-from tools.estimators.features import FEATURE_NAMES, FeatureState, HistoryJob
-from tools.estimators.history import (
+from tools.estimators.history.baselines import LastTwo
+from tools.estimators.history.estimator import (
     SAFE_WEIGHTS,
     HistoryConfig,
     HistoryEstimator,
@@ -23,8 +22,9 @@ from tools.estimators.history import (
     predict_rows,
     runtime_distribution,
 )
-from tools.estimators.metrics import score
-from tools.estimators.replay import ReplayResult, history_job_from_swf, replay
+from tools.estimators.history.features import FEATURE_NAMES, FeatureState, HistoryJob
+from tools.estimators.history.metrics import score
+from tools.estimators.history.replay import ReplayResult, history_job_from_swf, replay
 from tools.traces import read_swf
 
 KTH = "KTH-SP2-1996-2.1-cln.swf.gz"

@@ -1,17 +1,15 @@
-"""Estimators, one subpackage or module per question they answer.
+"""Estimators, one subpackage per question they answer and the hardware it is about.
 
 The package itself imports and exports nothing: import from the module that holds a
-name (``tools.estimators.history.HistoryEstimator``, ``tools.estimators.replay.replay``),
-so ``import tools.estimators.dnn`` (planning a DNN) never loads XGBoost through
-``history``, and ``tools.estimators.replay`` is always the module.
+name (``tools.estimators.history.estimator.HistoryEstimator``), so planning a DNN never
+loads XGBoost through ``history``.
 
-    history, features, baselines, metrics, replay   generic jobs: the history estimator
-    history_runtime, history_memory, replay_memory  its run-time and memory models
-    promoted_runtime   the promoted run-time models and their loaders
-    dnn          the CPU estimators of DNN training (bundle, per-operator model)
-    gpu          the per-operator GPU estimator
-    gpu_memory   white-box peak GPU memory
-    promoted_record   the registry's promoted model, read once per promotion
+    model_file   a user's model file as a training task (and its errors)
+    cpu          DNN training on CPUs: the bundle, the per-operator model, host calibration
+    gpu          DNN training on GPUs: the per-operator model, Gavel's roofline, NeuSight
+    gpu.memory   white-box peak GPU memory
+    history      generic jobs from a center's history: run time, memory, CPU efficiency
+    promoted     the registry's promoted estimator and its loaders
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ the peak is cores x clock x FLOPs/cycle and the efficiency a documented 10% (see
 ``tools.planning.hardware``). Run time = epochs x ceil(samples / batch) steps + start-up.
 
 Memory per GPU = CUDA context and cuBLAS workspaces (per GPU generation, as the
-white-box peak counts them: ``tools.estimators.gpu_memory.context``) + weights,
+white-box peak counts them: ``tools.estimators.gpu.memory.context``) + weights,
 gradients and optimizer state + the larger of the optimizer step's temporaries (Adam's
 foreach step: one parameter-sized tensor) and the per-GPU batch x what a sample needs at
 the step's peak (the zoo's ``gpu_sample_mib``: saved activations, their gradients and
@@ -38,7 +38,7 @@ import math
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import Interval, ResourceEstimate
 from knowledge_base.workload import DNNTraining, Optimizer, Precision
-from tools.estimators.gpu_memory.context import context_for, workspaces_mb
+from tools.estimators.gpu.memory.context import context_for, workspaces_mb
 from tools.planning import hardware
 from tools.planning.estimation import Candidate, NoEstimate, Workload
 from tools.planning.model_files import is_model_file, model_file_facts

@@ -24,7 +24,7 @@ request checks, cheaply, whether the knowledge base has new history: the number 
 system's jobs (``KnowledgeBase.count_jobs``, one indexed count), retraining once it has
 moved by ``history_retrain_growth`` of what the model trained on (any history import
 counts, whatever its jobs' dates). The registry's promoted models follow one rule
-(``tools.estimators.promoted_record.PromotedRecord``): the promoted runtime estimator
+(``tools.estimators.promoted.record.PromotedRecord``): the promoted runtime estimator
 (``promoted_record``) and the promoted per-GPU correction of the per-operator time model
 (``gpu_correction``, ``tools.estimators.gpu.promoted.PromotedGpuCorrection``, also asked
 by ``rightsize estimate --gpu``) are read on the first request, after a promotion event
@@ -48,7 +48,7 @@ from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import EstimatorRecord, ProfileStatus
 from knowledge_base.store import JobQuery, KnowledgeBase
 from knowledge_base.workload import DNNTraining, GenericJob, WorkloadSpec
-from tools.estimators.promoted_record import PromotedRecord
+from tools.estimators.promoted.record import PromotedRecord
 from tools.planning.cpu_model_file import CpuModels, ModelFileCpuEstimator
 from tools.planning.estimation import Estimator
 from tools.planning.model_files import is_model_file
@@ -59,7 +59,7 @@ from tools.planning.whatif import default_estimators
 if TYPE_CHECKING:  # xgboost is heavy: imported where a history estimator is trained
     from tools.estimators.gpu.promoted import ServingCorrection
     from tools.estimators.gpu.selection import OpCostChoice
-    from tools.estimators.history import HistoryEstimator
+    from tools.estimators.history.estimator import HistoryEstimator
 
 __all__ = [
     "RUNTIME_TARGET",
@@ -166,7 +166,7 @@ class EstimatorChain:
             await self.serving_gpu_correction()
             # GPU answers carry the white-box peak GPU memory, whichever model gives the
             # time; those not from the per-operator model say why it did not answer.
-            from tools.estimators.gpu_memory.planner import WhiteBoxGpuMemory
+            from tools.estimators.gpu.memory.planner import WhiteBoxGpuMemory
 
             choice = self.gpu_time_choice()
             histories = await self._trained_histories(spec, catalog)
@@ -256,7 +256,7 @@ class EstimatorChain:
         """The one place per-hardware estimators are chosen for a workload: Gavel's
         measured roofline, then the per-operator GPU model where its validation error
         beats the analytic fallback's (``tools.estimators.gpu.selection``)."""
-        from tools.estimators.dnn.adapter import planner_estimators  # torch loads on use
+        from tools.estimators.gpu.gavel_estimator import planner_estimators  # torch loads on use
 
         found: list[Estimator] = []
         if isinstance(spec.workload, DNNTraining) and is_model_file(spec.workload):

@@ -3,7 +3,7 @@
 ``ModelFileCpuEstimator`` answers a DNN workload that names a model file on one CPU node
 whose CPU a trained estimator covers: the per-operator CPU model (shipped, or calibrated
 on this host by ``rightsize profile calibrate``) for the time, the trained bundle for the
-memory (``tools.estimators.dnn.service.estimate``). Elsewhere it declines, with the
+memory (``tools.estimators.cpu.answer.estimate``). Elsewhere it declines, with the
 reason, and the chain falls through to the analytic fallback, which knows a catalog
 CPU's efficiency (the op-graph roofline of ``dnn.service`` alone scaled peak FLOPs with
 every core: a 112-core Frontera nvdimm node came out at an A100's 19 TFLOPS).
@@ -31,9 +31,9 @@ from tools.planning.model_files import is_model_file
 from tools.planning.trace_cache import TraceCache, file_digest
 
 if TYPE_CHECKING:
-    from tools.estimators.dnn.bundle import EstimatorBundle
-    from tools.estimators.dnn.dataset import GraphData
-    from tools.estimators.dnn.opcost import OpCostModel
+    from tools.estimators.cpu.bundle import EstimatorBundle
+    from tools.estimators.cpu.dataset import GraphData
+    from tools.estimators.cpu.opcost import OpCostModel
 
 __all__ = [
     "LOCAL",
@@ -55,7 +55,7 @@ _ANALYTIC = "analytic-opgraph"
 def here() -> tuple[str, str, float]:
     """This machine's CPU model, vector ISA and memory (MB), as the CPU estimators'
     service reads them."""
-    from tools.estimators.dnn import service
+    from tools.estimators.cpu import answer as service
 
     found = service.hardware_descriptors(1)  # type: ignore[attr-defined]
     total = math.inf
@@ -96,7 +96,7 @@ class CpuModels:
     def get(self) -> tuple[EstimatorBundle | None, dict[str, str], OpCostModel | None, Any]:
         """(bundle, its registry ids by target, shipped per-operator model, this host's)."""
         if self._loaded is None:
-            from tools.estimators.dnn.service import (
+            from tools.estimators.cpu.answer import (
                 bundle_records,
                 load_bundle,
                 load_host_opcost,
@@ -138,8 +138,8 @@ def _graph(
     path: str, class_name: str, shape: tuple[int, ...], classes: int | None, batch: int
 ) -> GraphData:
     """One batch size's op graph."""
-    from tools.estimators.dnn.dataset import graph_data
-    from tools.estimators.dnn.usermodel import load_user_model
+    from tools.estimators.cpu.dataset import graph_data
+    from tools.estimators.model_file import load_user_model
 
     user = load_user_model(
         Path(path), class_name, input_shape=list(shape) or None, num_classes=classes
@@ -160,7 +160,7 @@ class ModelFileCpuEstimator:
             return NoEstimate("cpu-model-file: only a DNN workload's model file")
         if candidate.gpus_per_node or candidate.nodes != 1:
             return NoEstimate("cpu-model-file: one CPU node only")
-        from tools.estimators.dnn.service import HardwareOption, estimate
+        from tools.estimators.cpu.answer import HardwareOption, estimate
         from tools.profiling.analytic import cpu_spec
 
         node = candidate.node_type

@@ -1,6 +1,6 @@
 """Estimating generic batch jobs: the center's history when it has learned, else the user.
 
-``HistoryRuntimeEstimator`` puts ``tools.estimators.history.HistoryEstimator`` (XGBoost
+``HistoryRuntimeEstimator`` puts ``tools.estimators.history.estimator.HistoryEstimator`` (XGBoost
 quantile regression over the center's finished jobs) behind the planning seam: its median
 is the point, its calibrated safe quantile the top of the interval. Until that model has
 trained on a system's history it declines, and ``GuessFallbackEstimator`` answers from
@@ -31,8 +31,12 @@ from tools.planning.estimation import Candidate, Estimator, NoEstimate, Workload
 
 if TYPE_CHECKING:  # imported where used: xgboost is heavy and DNN planning never needs it
     from knowledge_base.catalog import Catalog
-    from tools.estimators.features import HistoryJob
-    from tools.estimators.history import HistoryConfig, HistoryEstimator, HistoryPrediction
+    from tools.estimators.history.estimator import (
+        HistoryConfig,
+        HistoryEstimator,
+        HistoryPrediction,
+    )
+    from tools.estimators.history.features import HistoryJob
     from tools.planning.builder import PlanningConfig
     from tools.planning.cost import DollarRates
     from tools.planning.queue import QueueModel
@@ -282,7 +286,7 @@ class HistoryRuntimeEstimator:
 
     def _job(self, workload: GenericJob, candidate: Candidate) -> HistoryJob:
         """The what-if job the history is asked about: this user, now, this shape."""
-        from tools.estimators.features import HistoryJob
+        from tools.estimators.history.features import HistoryJob
 
         asked = requested_memory_mb(workload, candidate.cores_per_node)
         return HistoryJob(
@@ -337,7 +341,7 @@ class UserHistoryMemory:
         runs = self.history.memory.state.user_runs(self.user, self.name)
         if candidate.system.name != self.system or runs == 0:
             return answer
-        from tools.estimators.features import HistoryJob
+        from tools.estimators.history.features import HistoryJob
 
         cores = candidate.cores_per_node
         prediction = self.history.predict(
@@ -379,8 +383,8 @@ def train_history(
     records: Sequence[JobRecord], config: HistoryConfig | None = None
 ) -> HistoryEstimator | None:
     """A history estimator trained on finished ``records``; None if too few to train."""
-    from tools.estimators.features import HistoryJob
-    from tools.estimators.history import HistoryEstimator
+    from tools.estimators.history.estimator import HistoryEstimator
+    from tools.estimators.history.features import HistoryJob
 
     estimator = HistoryEstimator(config)
     finished = [r for r in records if r.run_s is not None and r.end_time is not None]

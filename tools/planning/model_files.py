@@ -4,7 +4,7 @@ A workload may name a PyTorch file instead of a zoo model, as ``rightsize estima
 takes one (``model: path/to/file.py``, ``model_class: NAME``; the file's optional
 ``example_batch(batch_size)`` gives the input, else ``input_shape`` and
 ``model_params.num_classes`` describe a classifier's). ``model_file_facts`` traces one
-training step (``tools.estimators.dnn.usermodel``, torch loads here and only here) and
+training step (``tools.estimators.model_file``, torch loads here and only here) and
 turns its op graph into the same facts the zoo holds: parameters, forward FLOPs and
 saved activations per sample, at the traced input. Tracing runs the file's code, so a
 front end calls ``check_model_file`` before planning: a file that does not import,
@@ -64,7 +64,7 @@ def _traced(
 def _trace(
     path: str, mtime_ns: int, class_name: str, shape: tuple[int, ...], classes: int | None
 ) -> ModelFacts:
-    from tools.estimators.dnn.usermodel import load_user_model
+    from tools.estimators.model_file import load_user_model
 
     source = Path(path)
     try:

@@ -22,7 +22,7 @@ __all__ = ["TraceCache", "file_digest"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_FORMAT = 2  # bump when what is cached changes shape
+_FORMAT = 3  # bump when what is cached changes shape or a pickled class moves
 
 
 def file_digest(path: Path) -> str:
@@ -52,7 +52,7 @@ class TraceCache:
             try:
                 with path.open("rb") as stream:
                     value: T = pickle.load(stream)  # our own files
-            except (OSError, pickle.UnpicklingError, EOFError, AttributeError) as exc:
+            except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as exc:
                 log.warning("trace cache %s unreadable (%s): tracing again", path, exc)
             else:
                 self._memory[key] = value

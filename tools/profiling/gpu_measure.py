@@ -8,7 +8,7 @@ the tracer's ``logits_of`` only, so it runs under whatever PyTorch the GPU machi
 Each configuration (a zoo model or a model file, a batch size, an optimizer, a
 precision) is one JSON line in ``OUT/gpu_steps.jsonl``, written as soon as it is
 measured, so a run cut short keeps what it measured. The step is the one the white-box
-memory model traces (``tools/estimators/gpu_memory/recorder.py``): ``zero_grad(set_to_none
+memory model traces (``tools/estimators/gpu/memory/recorder.py``): ``zero_grad(set_to_none
 =True)``, forward and loss under autocast (no gradient scaler), backward, then SGD
 (momentum 0.9) or Adam, ``foreach=True``. Per configuration:
 

@@ -116,7 +116,7 @@ def zoo_choices(per_family: int, max_step_s: float, seed: int) -> list[Any]:
     """Per family and thread count, ``per_family`` seeded sweep rows with short steps."""
     if per_family <= 0:
         return []
-    from tools.estimators.dnn.dataset import load_examples
+    from tools.estimators.cpu.dataset import load_examples
 
     rng = random.Random(seed)
     chosen = []

@@ -28,7 +28,7 @@ What is measured (all in the child):
   CPU during it (``/proc/self/task/*/schedstat``): the step on a machine with nothing
   else running. The development machine is shared (load averages of 4-6 on 2 cores
   were common), which made raw wall times vary by 2x between repeats; the estimators
-  learn this figure (see ``tools.estimators.dnn.dataset``).
+  learn this figure (see ``tools.estimators.cpu.dataset``).
 - Threads: ``torch.set_num_threads(threads)`` in the child. Sweeps run with
   ``OMP_WAIT_POLICY=PASSIVE`` (set before torch loads): on a machine shared with other
   work, OpenMP's default spin-waiting made 2-thread convolution steps 10-30x slower

@@ -13,17 +13,17 @@ from torch.profiler import ProfilerActivity, profile
 from torch.profiler._memory_profiler import Action
 
 from knowledge_base.errors import InvalidInputError
-from tools.estimators.dnn.usermodel import load_user_model
-from tools.estimators.gpu_memory.allocator import (
+from tools.estimators.gpu.memory.allocator import (
     CachingAllocator,
     MemoryEvent,
     replay,
     round_size,
     segment_size,
 )
-from tools.estimators.gpu_memory.cudnn_conv import conv_workspace_bytes
-from tools.estimators.gpu_memory.estimate import estimate_gpu_memory
-from tools.estimators.gpu_memory.recorder import record_training_step
+from tools.estimators.gpu.memory.cudnn_conv import conv_workspace_bytes
+from tools.estimators.gpu.memory.estimate import estimate_gpu_memory
+from tools.estimators.gpu.memory.recorder import record_training_step
+from tools.estimators.model_file import load_user_model
 from tools.profiling.zoo.registry import TrainingTask
 
 MIB = 1 << 20

@@ -1,4 +1,4 @@
-"""cuDNN's recurrent layers in the white-box memory trace (``gpu_memory/cudnn_rnn.py``)."""
+"""cuDNN's recurrent layers in the white-box memory trace (``gpu/memory/cudnn_rnn.py``)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import torch
 from torch import nn
 
 from knowledge_base.errors import InvalidInputError
-from tools.estimators.dnn.usermodel import load_user_model
-from tools.estimators.gpu_memory.allocator import replay
-from tools.estimators.gpu_memory.cudnn_rnn import reserve_bytes, use_cudnn_rnns
-from tools.estimators.gpu_memory.estimate import estimate_gpu_memory
-from tools.estimators.gpu_memory.recorder import record_training_step
+from tools.estimators.gpu.memory.allocator import replay
+from tools.estimators.gpu.memory.cudnn_rnn import reserve_bytes, use_cudnn_rnns
+from tools.estimators.gpu.memory.estimate import estimate_gpu_memory
+from tools.estimators.gpu.memory.recorder import record_training_step
+from tools.estimators.model_file import load_user_model
 from tools.profiling.zoo.registry import TrainingTask, named_model
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -18,10 +18,10 @@ import pytest
 from typer.testing import CliRunner
 
 from rightsize.cli import app
-from tools.estimators.features import FeatureState, HistoryJob
-from tools.estimators.history import HistoryConfig, HistoryEstimator
-from tools.estimators.history_cpu import CpuLearner, efficiency_outlier
-from tools.estimators.replay_cpu import cpu_bench, replay_cpu
+from tools.estimators.history.cpu import CpuLearner, efficiency_outlier
+from tools.estimators.history.estimator import HistoryConfig, HistoryEstimator
+from tools.estimators.history.features import FeatureState, HistoryJob
+from tools.estimators.history.replay_cpu import cpu_bench, replay_cpu
 
 runner = CliRunner()
 QUICK = HistoryConfig(

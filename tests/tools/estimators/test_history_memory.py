@@ -20,15 +20,15 @@ import pytest
 from typer.testing import CliRunner
 
 from rightsize.cli import app
-from tools.estimators.features import FeatureState, HistoryJob
-from tools.estimators.history import HistoryConfig, HistoryEstimator
-from tools.estimators.history_memory import (
+from tools.estimators.history.estimator import HistoryConfig, HistoryEstimator
+from tools.estimators.history.features import FeatureState, HistoryJob
+from tools.estimators.history.memory import (
     MemoryLearner,
     memory_outlier,
     predict_memory,
     raise_after_oom,
 )
-from tools.estimators.replay_memory import memory_bench, replay_memory, tuned_factor
+from tools.estimators.history.replay_memory import memory_bench, replay_memory, tuned_factor
 
 runner = CliRunner()
 QUICK = HistoryConfig(

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from knowledge_base.catalog import Catalog
 from knowledge_base.records import Interval, JobRecord, JobState, ResourceEstimate
 from knowledge_base.workload import DNNTraining, GenericJob, Goals, WorkloadSpec
-from tools.estimators.features import HistoryJob
-from tools.estimators.history import HistoryConfig
+from tools.estimators.history.estimator import HistoryConfig
+from tools.estimators.history.features import HistoryJob
 from tools.planning.builder import BuildContext, PlanningConfig
 from tools.planning.cost import DollarRates
 from tools.planning.estimation import Candidate, NoEstimate, estimate_first

@@ -14,8 +14,7 @@ from knowledge_base.seed import load_seed_catalog
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from knowledge_base.workload import DNNTraining
 from tests.tools.conftest import opcost_of, small_cnn_spec
-from tools.estimators.gpu.selection import choose_opcost
-from tools.estimators.gpu_memory.planner import (
+from tools.estimators.gpu.memory.planner import (
     MODEL_FILE_RATIO,
     WHITE_BOX_RATIO,
     WhiteBoxGpuMemory,
@@ -23,6 +22,7 @@ from tools.estimators.gpu_memory.planner import (
     ratio_band,
     white_box_needed,
 )
+from tools.estimators.gpu.selection import choose_opcost
 from tools.planning import hardware
 from tools.planning.chain import EstimatorChain
 from tools.planning.service import plan_workload
@@ -355,7 +355,7 @@ def test_gavel_roofline_walltime_uses_the_analytic_start_up_range() -> None:
     fixed 120 s of their own (their point was 90 s long before)."""
     import math
 
-    from tools.estimators.dnn.adapter import GPURooflineEstimator, trained_roofline
+    from tools.estimators.gpu.gavel_estimator import GPURooflineEstimator, trained_roofline
     from tools.planning.analytic import STARTUP_POINT_S
     from tools.planning.estimation import Candidate
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from tools.estimators.dnn.dataset import graph_data
+from tools.estimators.cpu.dataset import graph_data
 from tools.profiling.opgraph import op_graph
 from tools.profiling.zoo.registry import TrainingTask
 

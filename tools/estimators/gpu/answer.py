@@ -146,11 +146,11 @@ def gpu_option_estimates(
 ) -> list[GpuOptionEstimate]:
     """Estimates for every (GPU, batch size); the batch sizes are ``summaries``' keys;
     ``correction``: the serving one (``PromotedGpuCorrection.current``), None for none."""
+    from tools.estimators.gpu.memory.context import context_basis, on_device
+    from tools.estimators.gpu.memory.scaled import ScalableSteps
     from tools.estimators.gpu.ops import kernels_of
     from tools.estimators.gpu.trace import trace_training_step
     from tools.estimators.gpu.workload_trace import gpu_generation
-    from tools.estimators.gpu_memory.context import context_basis, on_device
-    from tools.estimators.gpu_memory.scaled import ScalableSteps
 
     if optimizer not in ("sgd", "adam"):
         raise InvalidInputError("must be sgd or adam", field="--optimizer", value=optimizer)

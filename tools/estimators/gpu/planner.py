@@ -4,7 +4,7 @@
 describes (its datasheet fills SMs, clock and L2): run time from the per-operator model
 on the step traced once per model (``workload_trace.kernels_at``: other batch sizes are
 derived from two traces), memory and the option's shape from the analytic estimator
-(``tools.estimators.gpu_memory.planner`` puts the white-box GPU memory on top). It
+(``tools.estimators.gpu.memory.planner`` puts the white-box GPU memory on top). It
 declines, with the reason, what it does not model: mixed precision (its kernels are
 FP32), CPU-only options, workloads that do not trace; the planner then falls through.
 So does an option whose analytic GPU memory is far above the GPU's
@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import Interval, ResourceEstimate
 from knowledge_base.workload import DNNTraining, Optimizer, Precision
+from tools.estimators.gpu.memory.planner import far_above_capacity, ratio_band
 from tools.estimators.gpu.promoted import CorrectedStep, ServingCorrection, gpu_step
 from tools.estimators.gpu.specs import GpuSpec
-from tools.estimators.gpu_memory.planner import far_above_capacity, ratio_band
 from tools.lru import BoundedLru
 from tools.planning import hardware
 from tools.planning.analytic import (

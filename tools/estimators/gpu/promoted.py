@@ -9,7 +9,7 @@ the per-operator model that serves); Model Promotion asks it for the incumbent, 
 
 ``PromotedGpuCorrection`` keeps the loaded correction keyed by the promoted record's id,
 one per estimator chain (so one per knowledge base and process), by the registry's one
-rule (``tools.estimators.promoted_record.PromotedRecord``, which the chain's promoted
+rule (``tools.estimators.promoted.record.PromotedRecord``, which the chain's promoted
 runtime estimator follows too): it reads the registry on the first request, then only
 when told another correction was promoted (``invalidate``: the Resource Estimation agent
 hears ``estimator.promoted`` on the bus) or when ``recheck_s`` has passed since its last
@@ -42,7 +42,7 @@ from tools.estimators.gpu.correction import (
     GpuStepCorrection,
     load_correction,
 )
-from tools.estimators.promoted_record import RECHECK_S, PromotedRecord
+from tools.estimators.promoted.record import RECHECK_S, PromotedRecord
 
 if TYPE_CHECKING:  # torch loads with the kernels; these are only types here
     from tools.estimators.gpu.estimator import GpuStepModel, Quantiles

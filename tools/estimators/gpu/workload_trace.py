@@ -5,7 +5,7 @@ ask again and again (a what-if per mutated spec). Tracing costs seconds; everyth
 it (pricing kernels, replaying the allocator) milliseconds. So a workload is traced once
 per *model* (the model file's content hash and class, or the zoo name, its input shape
 and class count) and every batch size is derived from two traces (shapes grow linearly
-in the batch dimension; ``tools.estimators.gpu_memory.scaled`` for the allocation
+in the batch dimension; ``tools.estimators.gpu.memory.scaled`` for the allocation
 sequence, ``_affine_kernels`` here for the kernels), with bounded LRU caches of the
 traces and of the answers. A model that does not trace is remembered too, with its
 error, so a second request does not trace it again. The allocation and kernel traces
@@ -29,8 +29,8 @@ from knowledge_base.catalog import GPUSpec
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import GpuMemoryPeak
 from knowledge_base.workload import DNNTraining, Optimizer, Precision
+from tools.estimators.gpu.memory.context import context_basis, gpu_generation
 from tools.estimators.gpu.ops import GpuKernels
-from tools.estimators.gpu_memory.context import context_basis, gpu_generation
 from tools.lru import BoundedLru
 from tools.profiling.zoo.registry import TrainingTask
 
@@ -110,7 +110,7 @@ def task_factory(workload: DNNTraining) -> Callable[[int], TrainingTask]:
     import torch
 
     if workload.model.endswith(".py") and workload.model_class:
-        from tools.estimators.dnn.usermodel import load_user_model
+        from tools.estimators.model_file import load_user_model
 
         key = step_key(workload)
         user = load_user_model(
@@ -159,7 +159,7 @@ _PEAKS: BoundedLru[tuple[StepKey, str, str, int, bool, float | None, str], GpuMe
 
 def _steps(workload: DNNTraining, optimizer: str, precision: str) -> object:
     """The scalable allocation sequence (or the error text of a model that does not trace)."""
-    from tools.estimators.gpu_memory.scaled import ScalableSteps
+    from tools.estimators.gpu.memory.scaled import ScalableSteps
 
     key = (step_key(workload), optimizer, precision)
 
@@ -261,7 +261,7 @@ def _write_json(path: Path | None, document: object, what: str) -> None:
 
 def _code_digest() -> str:
     if not _CODE_DIGEST:
-        from tools.estimators.gpu_memory import cudnn_conv, cudnn_rnn, recorder, scaled
+        from tools.estimators.gpu.memory import cudnn_conv, cudnn_rnn, recorder, scaled
         from tools.profiling import cuda_ops
 
         sources = (recorder, cudnn_rnn, cudnn_conv, cuda_ops, scaled)
@@ -278,7 +278,7 @@ def _disk_path(key: tuple[StepKey, str, str]) -> Path | None:
 
 
 def _disk_load(key: tuple[StepKey, str, str]) -> object | None:
-    from tools.estimators.gpu_memory.scaled import ScalableSteps
+    from tools.estimators.gpu.memory.scaled import ScalableSteps
 
     for path, document in _read_json(_disk_path(key), "GPU trace"):
         try:
@@ -289,7 +289,7 @@ def _disk_load(key: tuple[StepKey, str, str]) -> object | None:
 
 
 def _disk_store(key: tuple[StepKey, str, str], steps: object) -> None:
-    from tools.estimators.gpu_memory.scaled import ScalableSteps
+    from tools.estimators.gpu.memory.scaled import ScalableSteps
 
     if isinstance(steps, ScalableSteps):
         _write_json(_disk_path(key), steps.to_json(), "GPU trace")
@@ -298,8 +298,8 @@ def _disk_store(key: tuple[StepKey, str, str], steps: object) -> None:
 def memory_peak(workload: DNNTraining, batch: int, gpus: int, gpu: GPUSpec) -> GpuMemoryPeak:
     """Peak memory per GPU of ``workload`` at global ``batch`` over ``gpus`` data-parallel
     GPUs of the catalog's ``gpu``; InvalidInputError when the model does not trace."""
-    from tools.estimators.gpu_memory.context import on_device
-    from tools.estimators.gpu_memory.scaled import ScalableSteps
+    from tools.estimators.gpu.memory.context import on_device
+    from tools.estimators.gpu.memory.scaled import ScalableSteps
 
     if batch <= 0:
         raise InvalidInputError("must be positive", field="batch_size", value=batch)

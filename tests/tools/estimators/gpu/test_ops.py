@@ -278,7 +278,7 @@ def test_fused_attention_is_priced_as_the_products_it_computes(causal: bool) -> 
     ],
 )
 def test_recurrent_variants_trace_for_time_and_memory(options: dict[str, object]) -> None:
-    from tools.estimators.gpu_memory.recorder import record_training_step
+    from tools.estimators.gpu.memory.recorder import record_training_step
 
     unbatched = bool(options.pop("unbatched", False))
     rnn = nn.LSTM(8, 16, num_layers=2, **options)  # type: ignore[arg-type]

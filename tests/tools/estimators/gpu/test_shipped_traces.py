@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from rightsize.cli import app
 from tools.estimators.gpu import workload_trace
+from tools.estimators.gpu.memory.scaled import ScalableSteps
 from tools.estimators.gpu.workload_trace import SHIPPED_TRACES, TRACE_DIR_ENV, clear_caches
-from tools.estimators.gpu_memory.scaled import ScalableSteps
 
 REPO = Path(__file__).resolve().parents[4]
 STALE = (

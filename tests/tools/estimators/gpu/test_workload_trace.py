@@ -15,6 +15,10 @@ from knowledge_base.catalog import GPUSpec
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.workload import DNNTraining
 from tools.estimators.gpu import workload_trace
+from tools.estimators.gpu.memory.allocator import replay
+from tools.estimators.gpu.memory.context import CONTEXT_MB
+from tools.estimators.gpu.memory.estimate import estimate_gpu_memory
+from tools.estimators.gpu.memory.scaled import ScalableSteps
 from tools.estimators.gpu.workload_trace import (
     KERNEL_BATCHES,
     TRACE_DIR_ENV,
@@ -28,10 +32,6 @@ from tools.estimators.gpu.workload_trace import (
     memory_peak,
     task_factory,
 )
-from tools.estimators.gpu_memory.allocator import replay
-from tools.estimators.gpu_memory.context import CONTEXT_MB
-from tools.estimators.gpu_memory.estimate import estimate_gpu_memory
-from tools.estimators.gpu_memory.scaled import ScalableSteps
 
 REPO = Path(__file__).resolve().parents[4]
 SMALL_CNN = REPO / "examples/models/small_cnn.py"
@@ -67,7 +67,7 @@ def test_allocation_sequence_derived_from_two_traces_equals_a_real_trace() -> No
 
 
 def test_derived_peak_matches_the_direct_estimate_with_ddp_buckets() -> None:
-    from tools.estimators.dnn.usermodel import load_user_model
+    from tools.estimators.model_file import load_user_model
 
     user = load_user_model(SMALL_CNN, "SmallCNN")
     direct = estimate_gpu_memory(user, 96, gpus=2, generation="volta")
