@@ -4,6 +4,7 @@ executor)."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from datetime import datetime
 
 from agents.monitor import JobMonitor
@@ -20,8 +21,9 @@ from tools.actuators.base import Executor
 __all__ = ["SchedulerParts"]
 
 
-class SchedulerParts:
-    """The state the Scheduler's parts (sensing, submission, re-scheduling) share."""
+class SchedulerParts(ABC):
+    """The state the Scheduler's parts (sensing, submission, re-scheduling) share, and the
+    calls one part makes on another (abstract here, each defined by the part named)."""
 
     name: str
     kb: KnowledgeBase
@@ -66,14 +68,14 @@ class SchedulerParts:
         if monitor is not None:
             monitor.watch(job_id, plan.id)
 
+    @abstractmethod
     async def order_queue(self, system: str) -> object:
         """One rightsize-order round on ``system`` (``queue_order.QueueOrdering``)."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def extension_blocked(self, system: str, job_id: str, new_limit_s: int) -> str | None:
         """Why an extension would delay a starved job (``queue_order.QueueOrdering``)."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _conclude(self, action: Conclude) -> list[Emit]:
         """End the plan (``rescheduling.Rescheduling`` does it)."""
-        raise NotImplementedError
