@@ -18,36 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import subprocess
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-TRACES = REPO.parent / "shared" / "data" / "traces"
+from history_targets import machine as this_machine
+from history_targets import print_notes, run_traces
+
 PREDICTORS = [("user_last", "user's last"), ("user_median", "user's median"), ("model", "model")]
 PARTS = [("all_jobs", "all"), ("tune", "first half"), ("held_out", "later half (held out)")]
-
-
-def run_one(trace: Path, limit: int) -> dict[str, Any] | str:
-    """The command's JSON, or why the trace has nothing to score."""
-    command = [sys.executable, "-c", "from rightsize.cli import main; main()", "history-bench"]
-    command += ["--trace", str(trace), "--target", "cpu-efficiency", "--json"]
-    if limit:
-        command += ["--limit", str(limit)]
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
-    wall_s = time.perf_counter() - started
-    if done.returncode == 2:
-        return str(json.loads(done.stdout)["error"])
-    if done.returncode != 0:
-        raise SystemExit(f"{trace.name}: exit {done.returncode}\n{done.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(done.stdout)
-    result["end_to_end_s"] = round(wall_s, 1)
-    return result
 
 
 def markdown(results: list[dict[str, Any]]) -> str:
@@ -85,29 +62,13 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=40_000, help="First N jobs (0: all)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    names = args.trace or sorted(p.name for p in TRACES.glob("*.swf*"))
-    results: list[dict[str, Any]] = []
-    skipped: dict[str, str] = {}
-    for name in names:
-        found = run_one(TRACES / name, args.limit)
-        if isinstance(found, str):
-            skipped[name] = found
-            print(f"skipped {name}: {found}", file=sys.stderr, flush=True)
-            continue
-        results.append(found)
-        print(f"done {name}: {found['end_to_end_s']} s", file=sys.stderr, flush=True)
-    machine = {
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "load_average_1m": os.getloadavg()[0],
-    }
+    results, skipped = run_traces(args.trace, "cpu-efficiency", args.limit or None)
+    machine = this_machine()
     if args.json:
         print(json.dumps({"machine": machine, "results": results, "skipped": skipped}, indent=2))
         return
     print(markdown(results))
-    for r in results:
-        for note in r.get("notes", []):
-            print(f"\n{r['trace']}: {note}")
+    print_notes(results)
     print(
         f"\nMachine: {machine['cpus']} CPUs, Python {machine['python']}, 1-min load average "
         f"at the end {machine['load_average_1m']:.1f}. Traces without CPU time: "

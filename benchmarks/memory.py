@@ -21,16 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import subprocess
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-TRACES = REPO.parent / "shared" / "data" / "traces"
+from history_targets import machine as this_machine
+from history_targets import print_notes, run_traces
+
 RULES = [
     ("user_request", "user request"),
     ("last3_max_x1", "last-3-max x1"),
@@ -40,24 +35,6 @@ RULES = [
     ("model", "model"),
 ]
 PARTS = [("all_jobs", "all"), ("tune", "first half (tune)"), ("held_out", "later half (held out)")]
-
-
-def run_one(trace: Path, limit: int | None) -> dict[str, Any] | str:
-    """The command's JSON, or why the trace has nothing to score."""
-    command = [sys.executable, "-c", "from rightsize.cli import main; main()", "history-bench"]
-    command += ["--trace", str(trace), "--target", "memory", "--json"]
-    if limit is not None:
-        command += ["--limit", str(limit)]
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
-    wall_s = time.perf_counter() - started
-    if done.returncode == 2:
-        return str(json.loads(done.stdout)["error"])
-    if done.returncode != 0:
-        raise SystemExit(f"{trace.name}: exit {done.returncode}\n{done.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(done.stdout)
-    result["end_to_end_s"] = round(wall_s, 1)
-    return result
 
 
 def _cell(figures: dict[str, Any] | None) -> str:
@@ -93,30 +70,13 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="First N jobs of each trace")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    names = args.trace or sorted(p.name for p in TRACES.glob("*.swf*"))
-    results: list[dict[str, Any]] = []
-    skipped: dict[str, str] = {}
-    for name in names:
-        found = run_one(TRACES / name, args.limit)
-        if isinstance(found, str):
-            skipped[name] = found
-            print(f"skipped {name}: {found}", file=sys.stderr, flush=True)
-            continue
-        results.append(found)
-        print(f"done {name}: {found['end_to_end_s']} s", file=sys.stderr, flush=True)
-    machine = {
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "machine": platform.machine(),
-        "load_average_1m": os.getloadavg()[0],
-    }
+    results, skipped = run_traces(args.trace, "memory", args.limit)
+    machine = this_machine()
     if args.json:
         print(json.dumps({"machine": machine, "results": results, "skipped": skipped}, indent=2))
         return
     print(markdown(results))
-    for r in results:
-        for note in r.get("notes", []):
-            print(f"\n{r['trace']}: {note}")
+    print_notes(results)
     print(
         "\ncells: OOM rate (request < use) / waste (sum(max(request - use, 0)) / sum(use)), "
         "per processor. * k chosen knowing the answers, to the model's OOM rate on the same "
