@@ -207,6 +207,13 @@ def estimate_command(
     details: bool = typer.Option(
         False, "--details", help="Every option and batch size (default: best per system)"
     ),
+    calibrate: bool = typer.Option(
+        False,
+        "--calibrate",
+        help="Calibrate this host first where it has no calibration yet (`rightsize profile "
+        "calibrate`, about 2 minutes, with a progress bar)",
+    ),
+    calibrate_limit: int | None = typer.Option(None, "--calibrate-limit", min=1, hidden=True),
 ) -> None:
     """Estimate time per iteration, peak memory and run time of your own model file.
 
@@ -242,6 +249,8 @@ def estimate_command(
             num_classes=num_classes,
         )
         spec_targets = _spec_targets(gpu_spec)  # a bad spec file before the model loads
+        if calibrate and any(h in ("local", "all") for h in hardware):
+            _calibrate_if_needed(settings, request.threads, calibrate_limit, quiet=as_json)
         rows: list[dict[str, Any]] = []
         if hardware or gpu:
             answers, refused, chain = asyncio.run(_answers(settings, request))
@@ -421,54 +430,7 @@ def calibrate_command(
     steps here (about 2 minutes; a run cut short resumes) and refit its step law."""
     settings = Settings()
     try:
-        from tools.estimators.cpu.answer import load_opcost
-        from tools.estimators.cpu.host_calibration import (
-            calibrate,
-            calibrated_dir,
-            save_calibrated,
-            time_zoo_steps,
-            zoo_items,
-        )
-        from tools.profiling.profiler import hardware_descriptors
-
-        shipped = load_opcost(settings.cpu_opcost)
-        if shipped is None:
-            raise InvalidInputError("no per-operator CPU model to calibrate", field="model")
-        unknown = sorted(set(threads) - set(shipped.threads))
-        if unknown:
-            raise InvalidInputError(
-                f"the model has step laws for {shipped.threads} thread(s) only",
-                field="--threads",
-                value=", ".join(str(t) for t in unknown),
-            )
-        here = hardware_descriptors(1)
-        folder = calibrated_dir(settings.home, str(here["cpu_model"]), str(here["cpu_isa"]))
-        items, geometry = zoo_items()
-        wanted = [i for i in items if int(i["threads"]) in threads]
-        console.print(
-            f"timing up to {len(wanted) if limit is None else limit * len(threads)} zoo steps "
-            f"on {here['cpu_model']} ({here['cpu_isa']}) into {folder / 'steps.jsonl'}",
-            highlight=False,
-        )
-        from rightsize.progress import progress
-
-        total = len(wanted) if limit is None else limit * len(threads)
-        with progress("timing zoo steps", total=total, quiet=as_json) as bar:
-            timed = time_zoo_steps(
-                wanted,
-                folder / "steps.jsonl",
-                threads=threads,
-                limit=limit,
-                progress=lambda _item, _seconds: bar.advance(),
-            )
-        provenance = {
-            **here,
-            "threads": sorted(threads),
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
-            "command": "rightsize profile calibrate",
-        }
-        model = calibrate(shipped, wanted, timed, geometry, provenance)
-        save_calibrated(model, folder)
+        model, folder, here = _calibrate_here(settings, threads, limit, quiet=as_json)
     except RightsizeError as error:
         fail(error, as_json)
     calibration = model.meta["host_calibration"]
@@ -482,6 +444,78 @@ def calibrate_command(
         "interval_log_q10_q90": [model.log_q10, model.log_q90],
     }
     emit(report, as_json, lambda: console.print_json(data=report))
+
+
+def _calibrate_if_needed(
+    settings: Settings, threads: int, limit: int | None, *, quiet: bool
+) -> None:
+    """``estimate --calibrate``: calibrate this host at ``threads`` unless a calibration
+    saved here already has that thread count's step law."""
+    from tools.estimators.cpu.answer import load_host_opcost
+
+    found = load_host_opcost(settings.home)
+    timed = (found.meta.get("host_calibration") or {}).get("steps", {}) if found else {}
+    if timed.get(f"t{threads}"):
+        return
+    _calibrate_here(settings, [threads], limit, quiet=quiet)
+
+
+def _calibrate_here(
+    settings: Settings, threads: list[int], limit: int | None, *, quiet: bool
+) -> tuple[Any, Path, dict[str, Any]]:
+    """Time the shipped sweep's zoo steps on this host (a progress bar unless ``quiet``;
+    a run cut short resumes) and save the per-operator CPU model refitted on them: the
+    model, its folder and this host's descriptors."""
+    from tools.estimators.cpu.answer import load_opcost
+    from tools.estimators.cpu.host_calibration import (
+        calibrate,
+        calibrated_dir,
+        save_calibrated,
+        time_zoo_steps,
+        zoo_items,
+    )
+    from tools.profiling.profiler import hardware_descriptors
+
+    shipped = load_opcost(settings.cpu_opcost)
+    if shipped is None:
+        raise InvalidInputError("no per-operator CPU model to calibrate", field="model")
+    unknown = sorted(set(threads) - set(shipped.threads))
+    if unknown:
+        raise InvalidInputError(
+            f"the model has step laws for {shipped.threads} thread(s) only",
+            field="--threads",
+            value=", ".join(str(t) for t in unknown),
+        )
+    here = hardware_descriptors(1)
+    folder = calibrated_dir(settings.home, str(here["cpu_model"]), str(here["cpu_isa"]))
+    items, geometry = zoo_items()
+    wanted = [i for i in items if int(i["threads"]) in threads]
+    total = len(wanted) if limit is None else limit * len(threads)
+    if not quiet:
+        console.print(
+            f"timing up to {total} zoo steps on {here['cpu_model']} ({here['cpu_isa']}) "
+            f"into {folder / 'steps.jsonl'}",
+            highlight=False,
+        )
+    from rightsize.progress import progress
+
+    with progress("timing zoo steps", total=total, quiet=quiet) as bar:
+        timed = time_zoo_steps(
+            wanted,
+            folder / "steps.jsonl",
+            threads=threads,
+            limit=limit,
+            progress=lambda _item, _seconds: bar.advance(),
+        )
+    provenance = {
+        **here,
+        "threads": sorted(threads),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+        "command": "rightsize profile calibrate",
+    }
+    model = calibrate(shipped, wanted, timed, geometry, provenance)
+    save_calibrated(model, folder)
+    return model, folder, here
 
 
 @profile_app.command("sweep")

@@ -57,3 +57,23 @@ def test_calibrate_refuses_a_thread_count_the_model_has_no_step_law_for() -> Non
     result = runner.invoke(app, ["profile", "calibrate", "--threads", "3"])
     assert result.exit_code == 2
     assert "--threads" in result.output and "3" in result.output
+
+
+def test_estimate_calibrate_calibrates_a_host_without_one_first(tmp_path: Path) -> None:
+    args = ["estimate", "--model-file", str(HELDOUT), "--model-class", "MLPMixer"]
+    args += ["--batch-size", "8", "--epochs", "1", "--samples", "100", "--threads", "1"]
+    before = runner.invoke(app, [*args, "--json"])
+    assert before.exit_code == 0, before.output
+    here = hardware_descriptors(1)
+    folder = calibrated_dir(tmp_path / "home", str(here["cpu_model"]), str(here["cpu_isa"]))
+    assert not folder.exists()
+
+    result = runner.invoke(app, [*args, "--calibrate", "--calibrate-limit", "8", "--json"])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)["estimates"]
+    assert "calibrated on this host (8 zoo steps timed here" in row["note"]
+    assert len((folder / "steps.jsonl").read_text().splitlines()) == 9
+    # Calibrated already at this thread count: nothing is timed again.
+    again = runner.invoke(app, [*args, "--calibrate", "--calibrate-limit", "10", "--json"])
+    assert again.exit_code == 0, again.output
+    assert len((folder / "steps.jsonl").read_text().splitlines()) == 9

@@ -550,8 +550,9 @@ def estimate(
                     estimator = f"{calibrated.estimator_id}, {ANALYTIC_OPGRAPH_ID}"
                 elif option.local and option.spec.kind == "cpu":
                     note += (
-                        "; `rightsize profile calibrate` (about 2 minutes) calibrates the "
-                        "per-operator CPU model on this host"
+                        "; `rightsize profile calibrate` (about 2 minutes), or `rightsize "
+                        "estimate --calibrate`, calibrates the per-operator CPU model on "
+                        "this host"
                     )
             walltime = Quantiles(
                 p10=iterations * iteration.p10 + STARTUP_LOW_S,
