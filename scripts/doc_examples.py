@@ -2,6 +2,7 @@
 
     python scripts/doc_examples.py docs/estimate_answer.md            # rewrite the outputs
     python scripts/doc_examples.py --check docs/estimate_answer.md    # exit 1 where stale
+    python scripts/doc_examples.py docs/estimators.md                 # any doc with examples
 
 An example is a block of a Markdown file between ``<!-- example: ARGS -->`` and
 ``<!-- /example -->``: the script runs ``rightsize ARGS`` (a fresh interpreter, a fresh
