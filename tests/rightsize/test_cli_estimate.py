@@ -136,7 +136,7 @@ def test_catalog_cpus_no_trained_model_covers_get_the_planners_analytic_answer(
     estimates = json.loads(stdout)["estimates"]
     assert estimates and all(e["system"] == "pitzer" for e in estimates)
     cpu = {e["estimator"] for e in estimates if e["gpus_per_node"] == 0}
-    assert cpu == {"analytic-fallback"}  # not dnn.service's op-graph roofline
+    assert cpu == {"analytic-fallback"}  # not cpu.answer's op-graph roofline
 
 
 def test_the_table_names_the_estimator() -> None:

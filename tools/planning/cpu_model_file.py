@@ -5,7 +5,7 @@ whose CPU a trained estimator covers: the per-operator CPU model (shipped, or ca
 on this host by ``rightsize profile calibrate``) for the time, the trained bundle for the
 memory (``tools.estimators.cpu.answer.estimate``). Elsewhere it declines, with the
 reason, and the chain falls through to the analytic fallback, which knows a catalog
-CPU's efficiency (the op-graph roofline of ``dnn.service`` alone scaled peak FLOPs with
+CPU's efficiency (the op-graph roofline of ``cpu.answer`` alone scaled peak FLOPs with
 every core: a 112-core Frontera nvdimm node came out at an A100's 19 TFLOPS).
 
 ``local_system`` is this machine as a one-partition system, so ``rightsize estimate

@@ -71,7 +71,7 @@ CPU efficiency (the share of its cores a job keeps busy) has one too,
 :class:`~tools.estimators.history.cpu.CpuLearner`, on its own count of jobs that record it.
 
 Memory (KB per processor) has a learner of its own, :class:`~tools.estimators.
-history_memory.MemoryLearner` (quantiles of the use, and a request calibrated for
+history.memory.MemoryLearner` (quantiles of the use, and a request calibrated for
 ``target_oom_rate`` of OOMs: that module says how), retrained and recalibrated on this
 estimator's schedule, where the history has used memory that is not the request echoed
 back (HPC2N's trace copies the request into the used field: when at least half the

@@ -10,7 +10,7 @@ family matched (VGG-16 width 32 at batch 64: 154 MiB against 279).
 The approximation: a transient of half the convolution's ``im2col`` buffer (batch x input
 channels per group x kernel area x output pixels x element size), at most 64 MiB, given
 back when the call ends. Both numbers were chosen on the first H100 machine's 203 rows
-(a grid of 0.25-2 x and caps of 64 MiB, 256 MiB and none; docs/estimators.md section 7)
+(a grid of 0.25-2 x and caps of 64 MiB, 256 MiB and none; docs/notebooks/estimators.md)
 and checked on the second machine's 196: within 3% of ``max_memory_allocated`` on 159
 rows against 152 without it. Other GPUs' cuDNN may pick other algorithms; the cap bounds
 what a wrong guess can add.

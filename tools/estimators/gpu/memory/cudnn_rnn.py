@@ -23,7 +23,7 @@ cuDNN does not publish how large its reserve and workspace are; both are taken a
 proportional to the recurrent work (layers x directions x steps x batch x hidden units x
 element size) with per-cell constants fitted on the H100 measurements of
 ``data/gpu_measurements/`` (the first machine's rows; the second machine's, other
-configurations, checked them: see docs/estimators.md section 7). A module with dropout
+configurations, checked them: see docs/notebooks/estimators.md). A module with dropout
 between layers (cuDNN's dropout state, not measured) is left to the CPU trace; a packed
 sequence does not trace on fake tensors at all (its lengths are data).
 """

@@ -48,7 +48,7 @@ could free makes the step fit; short of ``high`` nothing it holds makes it fail.
 and A100, per-GPU batch 1-1024, 21 sizes): 0.74-1.31, the ends at small batches of the
 Transformer and BERT, whose zoo models have 20% fewer and more parameters than the
 published ones the zoo's facts hold; 0.90-1.21 for the others. About 12% of margin on
-each side; docs/estimators.md section 7 has the table."""
+each side; docs/notebooks/estimators.md ("was section 7") has the table."""
 
 MODEL_FILE_RATIO = (0.7, 2.5)
 """The bounds for everything else, on the same ends (the low end is x0.7 the point there,
