@@ -59,7 +59,7 @@ async def _history(app: AppContext, system: str | None, request: PredictJobStart
         return JobTable.build([], total, "none")
     since = datetime.fromtimestamp(request.snapshot.taken_at, UTC)
     records = await app.kb.query_jobs(
-        JobQuery(system=system, submitted_before=since, limit=_HISTORY_LIMIT)
+        JobQuery(system=system, submitted_before=since, newest_first=True, limit=_HISTORY_LIMIT)
     )
     return history_from_records(records, total)
 

@@ -110,6 +110,7 @@ def _kb_history(system_name: str, snapshot: WaitSnapshot) -> JobTable:
                 JobQuery(
                     system=system_name,
                     submitted_before=datetime.fromtimestamp(snapshot.taken_at, UTC),
+                    newest_first=True,
                     limit=1_000_000,
                 )
             )

@@ -54,7 +54,9 @@ class PredictorCache:
             return kept[1]
         since = now - timedelta(days=self.history_days)
         records = await kb.query_jobs(
-            JobQuery(system=system, submitted_after=since, limit=self.history_jobs)
+            JobQuery(
+                system=system, submitted_after=since, newest_first=True, limit=self.history_jobs
+            )
         )
         predictor = WaitPredictor(history_from_records(records, total_procs))
         self.kept[system] = (jobs, predictor)

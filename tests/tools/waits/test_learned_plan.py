@@ -195,3 +195,16 @@ def test_the_new_job_model_learns_that_a_job_on_an_idle_machine_starts_at_once()
     assert idle[1] < 20  # the pending-job model says 50 s here: no job it saw waited 0
     assert queued[1] > 3 * max(idle[1], 60.0)
     assert idle[0] <= idle[1] <= idle[2] and queued[0] <= queued[1] <= queued[2]
+
+
+async def test_a_history_longer_than_the_cache_reads_learns_from_its_newest_jobs(
+    kb: SQLiteKnowledgeBase,
+) -> None:
+    past = past_jobs(days=28)
+    await kb.add_jobs(past)
+    cache = PredictorCache(history_days=60.0, history_jobs=300)
+
+    predictor = await cache.predictor(kb, TEST_SYSTEM.name, 1, EPOCH)
+
+    newest = sorted(past, key=lambda r: r.submit_time)[-300:]
+    assert sorted(predictor.history.job_id.tolist()) == sorted(r.job_id for r in newest)
