@@ -102,8 +102,13 @@ async def _live_snapshot(
             value=systems,
         )
     system = catalog.system(systems[0])
-    # the learned waits where the knowledge base holds enough of this system's (docs/waits.md)
-    snapshot, learned = await live_queue_and_waits(open_executor(settings, system), system.name, kb)
+    # the learned waits where the knowledge base holds enough of this system's (docs/waits.md),
+    # the predictor kept under HOME/waits for the next plan
+    from tools.waits.learned import PredictorCache
+
+    predictors = PredictorCache(folder=settings.home.expanduser() / "waits")
+    executor = open_executor(settings, system)
+    snapshot, learned = await live_queue_and_waits(executor, system.name, kb, predictors)
     return snapshot, {system.name: learned} if learned is not None else {}
 
 

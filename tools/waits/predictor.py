@@ -253,6 +253,11 @@ class WaitPredictor:
     _models: dict[float, WaitModel] = field(default_factory=dict)
     _submission_models: dict[float, WaitModel] = field(default_factory=dict)
 
+    @property
+    def trained(self) -> int:
+        """Models trained so far (both kinds, every cutoff)."""
+        return len(self._models) + len(self._submission_models)
+
     def submission_model_for(self, t: float) -> WaitModel:
         """The model for jobs not yet submitted at ``t``, trained at the week's cutoff."""
         cutoff = math.floor(t / self.config.retrain_s) * self.config.retrain_s

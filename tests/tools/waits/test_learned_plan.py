@@ -208,3 +208,37 @@ async def test_a_history_longer_than_the_cache_reads_learns_from_its_newest_jobs
 
     newest = sorted(past, key=lambda r: r.submit_time)[-300:]
     assert sorted(predictor.history.job_id.tolist()) == sorted(r.job_id for r in newest)
+
+
+async def test_a_kept_predictor_is_read_by_the_next_process_instead_of_trained_again(
+    kb: SQLiteKnowledgeBase, cluster: SimulatedCluster, trainings: list[float], tmp_path: Path
+) -> None:
+    await kb.add_jobs(past_jobs(days=28))
+    first = PredictorCache(folder=tmp_path / "waits")
+    _, learned = await live_queue_and_waits(cluster, TEST_SYSTEM.name, kb, first)
+    assert learned is not None and len(trainings) == 1
+
+    again = PredictorCache(folder=tmp_path / "waits")  # a new process, the same home
+    _, read = await live_queue_and_waits(cluster, TEST_SYSTEM.name, kb, again)
+    assert read is not None and len(trainings) == 1 and again.built == 0
+    assert read.wait(1, 300).start_s == learned.wait(1, 300).start_s
+
+    # The history grew past the growth bound: trained again, and kept again.
+    await kb.add_jobs(past_jobs(days=28, seed=8, prefix="more"))
+    grown = PredictorCache(folder=tmp_path / "waits")
+    _, fresh = await live_queue_and_waits(cluster, TEST_SYSTEM.name, kb, grown)
+    assert fresh is not None and len(trainings) == 2 and grown.built == 1
+
+
+async def test_an_unreadable_kept_predictor_is_trained_again(
+    kb: SQLiteKnowledgeBase, cluster: SimulatedCluster, trainings: list[float], tmp_path: Path
+) -> None:
+    await kb.add_jobs(past_jobs(days=28))
+    cache = PredictorCache(folder=tmp_path / "waits")
+    await live_queue_and_waits(cluster, TEST_SYSTEM.name, kb, cache)
+    (kept,) = (tmp_path / "waits").glob("*.pkl")
+    kept.write_bytes(b"not a pickle")
+
+    again = PredictorCache(folder=tmp_path / "waits")
+    _, learned = await live_queue_and_waits(cluster, TEST_SYSTEM.name, kb, again)
+    assert learned is not None and again.built == 1 and len(trainings) == 2
