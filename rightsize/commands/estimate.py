@@ -291,8 +291,8 @@ def _as_flags(error: InvalidInputError) -> InvalidInputError:
     if flag is None:
         return error
     reason = error.reason
-    for name, other in _FLAGS.items():
-        reason = reason.replace(name, other)
+    for name in sorted(_FLAGS, key=len, reverse=True):  # workload.model_params before .model
+        reason = reason.replace(name, _FLAGS[name])
     return InvalidInputError(reason, source=error.source, field=flag, value=error.value)
 
 

@@ -202,3 +202,23 @@ def test_profile_sweep_writes_a_dataset_and_resumes(tmp_path: Path) -> None:
     again = runner.invoke(app, args)
     assert again.exit_code == 0
     assert out.read_text().splitlines() == written  # nothing profiled twice
+
+
+def test_a_file_without_example_batch_names_the_flags_that_describe_its_input(
+    tmp_path: Path,
+) -> None:
+    model = tmp_path / "plain.py"
+    model.write_text(
+        "from torch import nn\n\n\nclass Plain(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(8, 2)\n\n"
+        "    def forward(self, x):\n        return self.fc(x)\n"
+    )
+    result = CliRunner().invoke(
+        app,
+        ["estimate", "--model-file", str(model), "--model-class", "Plain", "--batch-size", "4"],
+    )
+    assert result.exit_code == 2
+    line = " ".join(result.output.split())
+    assert "--input-shape" in line and "--num-classes" in line
+    assert "_params" not in line and "workload." not in line
