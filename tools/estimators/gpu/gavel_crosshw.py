@@ -62,14 +62,13 @@ from tools.estimators.cpu.calibration import calibrate
 from tools.estimators.cpu.metrics import Scores, score
 from tools.estimators.cpu.quantile import QuantileModel, fit_quantiles
 from tools.estimators.cpu.selection import Ranked, harp_select
-from tools.estimators.gpu.gavel_roofline import GPU_SPECS, BatchRoofline, GPUPoint, GPUSpecs
+from tools.estimators.gpu.gavel_roofline import GPU_SPECS, BatchRoofline, GPUPoint
 
 __all__ = [
     "GPU_SPECS",
     "BatchRoofline",
     "CrossHardwareResult",
     "GPUPoint",
-    "GPUSpecs",
     "ScalingLaw",
     "cross_hardware",
     "load_gpu_points",
