@@ -411,16 +411,11 @@ def resolve_gpu_name(
         if needle and any(_part_of(needle, each) for each in names)
     )
     if candidates:
-        if whole:
-            many = "names more than one GPU"
-        else:
-            many = (
-                "is part of more than one GPU's name"
-                if len(candidates) > 1
-                else ("is part of one GPU's name")
-            )
+        said = "more than one GPU has that name"
+        if len(candidates) == 1:
+            said = "only a part of a GPU's name"
         raise InvalidInputError(
-            f"{many} ({'; '.join(sorted(candidates))}): give one whole",
+            f"{said} ({'; '.join(sorted(candidates))}): give one whole",
             field=field,
             value=name,
         )

@@ -88,7 +88,7 @@ def test_a_catalog_gpu_answers_for_its_row_with_the_catalog_s_figures() -> None:
 
 
 def test_a_row_two_catalog_gpus_stand_for_is_refused_with_both() -> None:
-    with pytest.raises(InvalidInputError, match="names more than one GPU") as info:
+    with pytest.raises(InvalidInputError, match="more than one GPU has that name") as info:
         resolve_gpu_name("A100 40GB", KNOWN)
     assert "NVIDIA A100 40GB; NVIDIA A100 PCIe 40GB" in str(info.value)
     assert info.value.field == "gpu"
