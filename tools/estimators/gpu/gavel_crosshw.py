@@ -10,9 +10,9 @@ Data (read-only, ``shared/data/dnn_profiles``):
   the paper's testbed, AWS g4dn instances with NVIDIA T4 GPUs.
 
 A GPU is described only by its specs (``GPU_SPECS``: peak FP32, memory bandwidth,
-memory), never by its name, so an estimator can be asked about any GPU the catalog
-gives peaks for. Models are described by name and batch size (the files give no
-architecture beyond that).
+memory; the GPU table's rows, ``gavel_roofline.GPU_BOARDS``), never by its name, so an
+estimator can be asked about any GPU the catalog gives peaks for. Models are described by
+name and batch size (the files give no architecture beyond that).
 
 Estimators (each predicts step time):
 
