@@ -52,20 +52,21 @@ def gpu_command(
     """Store GPU step measurements for Model Promotion's per-GPU correction."""
     from rightsize.wiring import knowledge_base
     from tools.estimators.gpu.measured_import import records_from_gpu_measure
-    from tools.estimators.gpu.specs import catalog_gpus
+    from tools.estimators.gpu.specs import catalog_gpus, resolve_gpu_name
 
     settings = Settings()
 
     async def run() -> GpuImported:
         async with knowledge_base(settings) as kb:
             known = catalog_gpus(await kb.get_catalog())
-            if gpu_model not in known:
+            model = resolve_gpu_name(gpu_model, known, field="--gpu-model").model
+            if model not in known:
                 raise InvalidInputError(
                     f"not a GPU of the catalog (known: {'; '.join(sorted(known)) or 'none'})",
                     field="--gpu-model",
                     value=gpu_model,
                 )
-            found = await asyncio.to_thread(records_from_gpu_measure, file, gpu_model, root)
+            found = await asyncio.to_thread(records_from_gpu_measure, file, model, root)
             stored = await kb.add_profiles(found.records) if found.records else 0
         return GpuImported(
             file=found.file,

@@ -114,3 +114,8 @@ def test_the_command_stores_them_once_and_refuses_an_unknown_gpu(
     refused = runner.invoke(app, [*base, "--gpu-model", "H100"])
     assert refused.exit_code == 2
     assert "--gpu-model" in refused.output and H100 in refused.output
+    # A listed alias is the catalog's GPU; a datasheet GPU no partition has is refused.
+    alias = runner.invoke(app, [*base, "--gpu-model", "h100 pcie", "--json"])
+    assert alias.exit_code == 0 and json.loads(alias.stdout)["gpu_model"] == H100
+    elsewhere = runner.invoke(app, [*base, "--gpu-model", "T4"])
+    assert elsewhere.exit_code == 2 and "not a GPU of the catalog" in elsewhere.output

@@ -46,7 +46,8 @@ __all__ = [
 # are the boards of the cloud instances the Gavel paper's cluster used (assumed):
 # V100 SXM2 (AWS p3; NVIDIA V100 datasheet: 15.7 TFLOPS), P100 PCIe (9.3 TFLOPS, P100
 # datasheet), K80 one GK210 die at boost clock (8.73 TFLOPS per two-die board, K80
-# datasheet).
+# datasheet). The boards' other figures are the GPU table's
+# (``tools.estimators.gpu.gavel_roofline.GPU_BOARDS``); these peaks override its FP32 there.
 GAVEL_PEAK_TFLOPS = {"v100": 15.7, "p100": 9.3, "k80": 8.73 / 2}
 
 # True forward FLOPs (2 x multiply-accumulates) per sample of the workloads Gavel ran.

@@ -19,9 +19,12 @@ CATALOG = load_seed_catalog()
     [
         ("NVIDIA A100 80GB", "NVIDIA A100 80GB"),  # whole, the catalog's
         ("nvidia a100 80gb", "NVIDIA A100 80GB"),  # any case
-        ("H100 SXM", "NVIDIA H100 SXM 80GB HBM3"),  # words of exactly one
+        ("H100 SXM", "NVIDIA H100 SXM 80GB HBM3"),  # a listed alias
+        ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM 80GB HBM3"),  # torch's name for it
         ("h100 pcie", "NVIDIA H100 PCIe 80GB"),  # the catalog's (lonestar6), not a sheet
-        ("L4", "NVIDIA L4"),  # the whole word: not part of L40
+        ("A100 80GB PCIe", "NVIDIA A100 80GB PCIe"),
+        ("Tesla_P100-PCIE-16GB", "NVIDIA Tesla P100 (Pascal)"),  # NeuSight's: the catalog's
+        ("L4", "NVIDIA L4"),
         ("T4", "NVIDIA Tesla T4"),
     ],
 )
@@ -36,6 +39,10 @@ def test_gpu_names_resolve_to_exactly_one(name: str, model: str) -> None:
         ("h100", ["NVIDIA H100 PCIe 80GB", "NVIDIA H100 SXM 80GB HBM3"]),
         ("A100", ["NVIDIA A100 40GB", "NVIDIA A100 80GB", "NVIDIA A100 80GB PCIe",
                   "NVIDIA A100 PCIe 40GB"]),
+        ("A100 80GB", ["NVIDIA A100 80GB", "NVIDIA A100 80GB PCIe"]),  # SXM4 or PCIe
+        ("V100", ["NVIDIA Tesla V100 (Volta)", "NVIDIA Tesla V100 SXM2 16GB",
+                  "NVIDIA Tesla V100 (Volta), NVLink (per third-party guide)"]),
+        ("RTX", ["NVIDIA Quadro RTX 5000"]),  # a part of one name is not that name
     ],
 )  # fmt: skip
 def test_a_name_several_gpus_share_is_refused_with_every_candidate(
@@ -45,7 +52,9 @@ def test_a_name_several_gpus_share_is_refused_with_every_candidate(
         resolve_gpu(name, CATALOG, required=True)
     text = str(caught.value)
     assert all(candidate in text for candidate in candidates), text
-    assert caught.value.value == name
+    listed = text[text.index("(") + 1 : text.index("): give one whole")]
+    assert len(listed.split("; ")) == len(candidates), text  # every one, and no other
+    assert caught.value.value == name and caught.value.field == "hardware"
 
 
 def test_an_unknown_gpu_lists_the_known_ones() -> None:

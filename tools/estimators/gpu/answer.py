@@ -1,9 +1,8 @@
 """Answering "how long on this GPU?" for a model: by catalog name or by a spec file.
 
-``gpu_targets`` resolves ``--gpu NAME`` against the catalog's GPU models (whole in any
-case, or a part of exactly one, ``H100``), then, for a name no catalog GPU has, against
-the datasheet GPUs (``specs.DATASHEET_GPUS``: ``L4``, ``H100 SXM``, ``T4``); an unknown
-name is an error listing the known ones, a part of several one listing those; and
+``gpu_targets`` resolves ``--gpu NAME`` by the one resolver (``specs.resolve_gpu_name``:
+a catalog GPU's model, or a datasheet GPU's exact name or listed alias, ``L4``, ``H100
+SXM``, ``T4``, in any case; anything else refused with every candidate), and
 ``--gpu-spec FILE.json`` through NeuSight's keys.
 ``gpu_option_estimates`` traces each batch size once and prices it on every GPU asked:
 per-iteration time (the per-operator model, p10/p50/p90), ``forward_backward_s`` without
@@ -25,16 +24,15 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from knowledge_base.catalog import Catalog, GPUSpec
+from knowledge_base.catalog import Catalog
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.gpu.estimator import GpuStepModel, Quantiles, load_step_model
 from tools.estimators.gpu.promoted import CorrectionApplied, ServingCorrection, gpu_step
 from tools.estimators.gpu.specs import (
-    DATASHEET_GPUS,
     GpuSpec,
     catalog_gpus,
-    datasheet_spec,
     load_spec_file,
+    resolve_gpu_name,
     spec_for_catalog_gpu,
 )
 from tools.planning.analytic import STARTUP_LOW_S, STARTUP_POINT_S, STARTUP_S
@@ -84,52 +82,18 @@ class GpuOptionEstimate(BaseModel):
     note: str = ""
 
 
-def _named(name: str, known: Sequence[str]) -> str | None:
-    """The one of ``known`` that ``name`` means: a whole name in any case, or a part of
-    exactly one; None when it is part of none; a part of several is an error."""
-    needle = name.strip().lower()
-    whole = next((model for model in known if model.lower() == needle), None)
-    if whole is not None:
-        return whole
-    part_of = sorted(model for model in known if needle and needle in model.lower())
-    if len(part_of) > 1:
-        raise InvalidInputError(
-            f"more than one GPU has that name in it ({'; '.join(part_of)}): give one whole",
-            field="--gpu",
-            value=name,
-        )
-    return part_of[0] if part_of else None
-
-
-def _gpu_spec(name: str, known: Mapping[str, GPUSpec]) -> GpuSpec:
-    """The spec ``--gpu name`` means: a catalog GPU (its own figures, datasheet rest), else
-    a datasheet GPU no catalog partition has."""
-    model = _named(name, list(known))
-    if model is not None:
-        return spec_for_catalog_gpu(known[model])
-    sheet = _named(name, DATASHEET_GPUS)
-    if sheet is not None:
-        return datasheet_spec(sheet)
-    in_catalog = {model.lower() for model in known}
-    sheets = [model for model in DATASHEET_GPUS if model.lower() not in in_catalog]
-    raise InvalidInputError(
-        f"unknown GPU (known: {'; '.join(sorted(known)) or 'none in the catalog'}; "
-        f"from datasheets: {'; '.join(sheets)})",
-        field="--gpu",
-        value=name,
-    )
-
-
 def gpu_targets(
     names: Sequence[str], spec_files: Sequence[Path], catalog: Catalog | None
 ) -> list[GpuSpec]:
     """The GPUs asked for; an unknown or ambiguous name or a bad spec file is an
-    InvalidInputError. A name is a catalog GPU model, whole in any case, or a part of
-    exactly one (``H100``); one no catalog GPU has is looked up among the datasheet GPUs
-    (``L4``)."""
+    InvalidInputError. A name goes through the one resolver (``specs.resolve_gpu_name``:
+    a catalog GPU's model, a datasheet GPU's exact name or alias); a catalog GPU keeps
+    its own figures."""
     targets = [load_spec_file(path) for path in spec_files]
     known = catalog_gpus(catalog) if catalog is not None else {}
-    targets += [_gpu_spec(name, known) for name in names]
+    targets += [
+        spec_for_catalog_gpu(resolve_gpu_name(name, known, field="--gpu")) for name in names
+    ]
     return targets
 
 

@@ -10,9 +10,9 @@ Data (read-only, ``shared/data/dnn_profiles``):
   the paper's testbed, AWS g4dn instances with NVIDIA T4 GPUs.
 
 A GPU is described only by its specs (``GPU_SPECS``: peak FP32, memory bandwidth,
-memory), never by its name, so an estimator can be asked about any GPU the catalog
-gives peaks for. Models are described by name and batch size (the files give no
-architecture beyond that).
+memory; the GPU table's rows, ``gavel_roofline.GPU_BOARDS``), never by its name, so an
+estimator can be asked about any GPU the catalog gives peaks for. Models are described by
+name and batch size (the files give no architecture beyond that).
 
 Estimators (each predicts step time):
 
@@ -62,14 +62,13 @@ from tools.estimators.cpu.calibration import calibrate
 from tools.estimators.cpu.metrics import Scores, score
 from tools.estimators.cpu.quantile import QuantileModel, fit_quantiles
 from tools.estimators.cpu.selection import Ranked, harp_select
-from tools.estimators.gpu.gavel_roofline import GPU_SPECS, BatchRoofline, GPUPoint, GPUSpecs
+from tools.estimators.gpu.gavel_roofline import GPU_SPECS, BatchRoofline, GPUPoint
 
 __all__ = [
     "GPU_SPECS",
     "BatchRoofline",
     "CrossHardwareResult",
     "GPUPoint",
-    "GPUSpecs",
     "ScalingLaw",
     "cross_hardware",
     "load_gpu_points",

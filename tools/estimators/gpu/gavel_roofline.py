@@ -1,7 +1,9 @@
-"""GPUs described by their specs, and the batch roofline that scales step time across them.
+"""The measured GPUs' specs, and the batch roofline that scales step time across them.
 
-Light on imports (numpy, scipy) because the planner's adapter loads it for every plan.
-See ``crosshw`` for the evaluation and the data sources.
+``GPU_SPECS`` is derived from the one GPU table (``specs.DATASHEETS``), with Gavel's
+assumed FP32 peaks as the only override. Light on imports (numpy, scipy; scipy late)
+because the planner's adapter loads it for every plan. See ``gavel_crosshw`` for the
+evaluation and the data sources.
 """
 
 from __future__ import annotations
@@ -13,30 +15,33 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from tools.estimators.gpu.specs import GpuSpec, datasheet_spec
 from tools.planning.gavel_fit import GAVEL_PEAK_TFLOPS
 
-__all__ = ["GPU_SPECS", "BatchRoofline", "GPUPoint", "GPUSpecs"]
+__all__ = ["GPU_BOARDS", "GPU_SPECS", "BatchRoofline", "GPUPoint"]
 
-
-@dataclass(frozen=True, slots=True)
-class GPUSpecs:
-    fp32_tflops: float
-    bandwidth_gbs: float
-    memory_gb: float
-    source: str
-
-
-# V100 and P100: the boards of Gavel's cloud instances as tools.planning.gavel_fit
-# assumes them (V100 SXM2, P100 PCIe), figures from shared/data/centers/hardware.json.
-# K80: one GK210 die (what one Gavel "GPU" is): FP32 from gavel_fit, 240 GB/s and
-# 12 GB per die (half the K80 board's 480 GB/s, 24 GB; NVIDIA K80 datasheet).
-# T4: NVIDIA T4 datasheet (8.1 TFLOPS FP32, 320 GB/s, 16 GB GDDR6).
-GPU_SPECS: dict[str, GPUSpecs] = {
-    "k80": GPUSpecs(GAVEL_PEAK_TFLOPS["k80"], 240.0, 12.0, "NVIDIA K80 datasheet, one die"),
-    "p100": GPUSpecs(GAVEL_PEAK_TFLOPS["p100"], 732.0, 16.0, "hardware.json P100 PCIe 16GB"),
-    "v100": GPUSpecs(GAVEL_PEAK_TFLOPS["v100"], 900.0, 16.0, "hardware.json V100 SXM2"),
-    "t4": GPUSpecs(8.1, 320.0, 16.0, "NVIDIA T4 datasheet"),
+GPU_BOARDS: dict[str, str] = {
+    "k80": "NVIDIA Tesla K80 (one GK210)",  # one Gavel "GPU" is one die of the board
+    "p100": "NVIDIA Tesla P100 PCIe 16GB",  # Gavel's cloud boards as gavel_fit assumes them
+    "v100": "NVIDIA Tesla V100 SXM2 16GB",  # (AWS p3: V100 SXM2 16GB)
+    "t4": "NVIDIA Tesla T4",  # Pollux's testbed, AWS g4dn
 }
+"""The datasheet row (``specs.DATASHEETS``) of each GPU the measurements name."""
+
+
+def _board(gpu: str) -> GpuSpec:
+    """A measured GPU's datasheet row, with the FP32 peak Gavel's fit assumes where it
+    assumes one (``gavel_fit.GAVEL_PEAK_TFLOPS``: the P100's rated 9.3 TFLOPS against the
+    table's 9519 GFLOP/s, one K80 die's 4.365 against 4.370)."""
+    sheet = datasheet_spec(GPU_BOARDS[gpu])
+    if gpu not in GAVEL_PEAK_TFLOPS:
+        return sheet
+    return sheet.model_copy(update={"fp32_gflops": GAVEL_PEAK_TFLOPS[gpu] * 1000})
+
+
+# Derived from the one GPU table: memory, bandwidth (and every figure but Gavel's FP32
+# peaks) are the datasheet's.
+GPU_SPECS: dict[str, GpuSpec] = {gpu: _board(gpu) for gpu in GPU_BOARDS}
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,9 +93,11 @@ def test_unknown_gpu_name_lists_the_known_ones() -> None:
     assert "--gpu" in str(info.value) and "Voodoo 5" in str(info.value)
     (spec,) = gpu_targets(["nvidia a100 80gb"], [], catalog)
     assert spec.sms == 108
-    # A part of one name is that GPU; a part of several, or nothing, is refused.
-    (h100,) = gpu_targets(["h100"], [], catalog)
-    assert h100 == gpu_targets(["NVIDIA H100 PCIe 80GB"], [], catalog)[0]
+    # A part of several names, or of one, is refused with them, never picked (issue #40:
+    # --gpu h100 once silently took the H100 PCIe).
+    with pytest.raises(InvalidInputError, match="H100 PCIe 80GB; NVIDIA H100 SXM") as h100:
+        gpu_targets(["h100"], [], catalog)
+    assert "give one whole" in str(h100.value) and "'h100'" in str(h100.value)
     with pytest.raises(InvalidInputError, match="Volta\\); NVIDIA Tesla V100") as twice:
         gpu_targets(["V100"], [], catalog)
     assert "give one whole" in str(twice.value) and "'V100'" in str(twice.value)
@@ -110,22 +112,23 @@ def test_a_gpu_no_partition_has_is_found_among_the_datasheets() -> None:
     l4, sxm, t4 = gpu_targets(["L4", "h100 sxm", "NVIDIA Tesla T4"], [], catalog)
     assert (l4.name, l4.sms, l4.bandwidth_gbs, l4.l2_mb) == ("NVIDIA L4", 58, 300, 48)
     assert (sxm.sms, sxm.fp32_gflops, sxm.bandwidth_gbs) == (132, 66908, 3350)
-    assert (t4.sms, t4.fp32_gflops) == (40, 8141)
-    # The catalog's own GPU wins where both have the name (its figures, not the sheet's).
-    (h100,) = gpu_targets(["H100"], [], catalog)
-    assert h100.name == "NVIDIA H100 PCIe 80GB"
+    assert (t4.sms, t4.fp32_gflops, t4.memory_gb) == (40, 8141, 16)
+    # The catalog's own GPU wins where it stands for the row (its figures, not the sheet's).
+    (pcie,) = gpu_targets(["H100 PCIe"], [], catalog)
+    assert pcie.name == "NVIDIA H100 PCIe 80GB"
     # Every datasheet name reads its own row of the table: no two give the same spec.
     specs = [datasheet_spec(name) for name in DATASHEET_GPUS]
-    assert len({(s.sms, s.fp32_gflops, s.bandwidth_gbs) for s in specs}) == len(specs)
-    # Unknown: both lists named, a datasheet GPU the catalog has listed once.
+    assert len({(s.sms, s.fp32_gflops, s.bandwidth_gbs, s.memory_gb) for s in specs}) == len(specs)
+    # Unknown: both lists named, a datasheet GPU the catalog stands for listed once.
     with pytest.raises(InvalidInputError, match="from datasheets: ") as info:
         gpu_targets(["Voodoo 5"], [], catalog)
     assert "NVIDIA L4" in str(info.value)
     assert str(info.value).count("NVIDIA H100 PCIe 80GB") == 1
-    # A part of several datasheet names (and of no catalog GPU) is refused, listing them.
+    # A part of several names, catalog's and datasheets', is refused, listing them.
     with pytest.raises(InvalidInputError, match="give one whole") as several:
         gpu_targets(["SXM"], [], catalog)
-    assert "NVIDIA Tesla V100 SXM2" in str(several.value)
+    assert "NVIDIA H100 SXM 80GB HBM3" in str(several.value)
+    assert "NVIDIA Tesla V100 SXM2 16GB" in str(several.value)
 
 
 def test_option_estimates_carry_forward_backward_and_walltime() -> None:
