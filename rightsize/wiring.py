@@ -83,6 +83,7 @@ def chain_config(settings: Settings) -> ChainConfig:
         home=settings.home.expanduser(),
         cpu_opcost_dir=settings.cpu_opcost,
         dnn_models_dir=settings.dnn_models,
+        gpu_traces=settings.gpu_trace_folders(),
     )
 
 
