@@ -69,16 +69,22 @@ def test_all_names_exist_in_their_module(module_name: str) -> None:
 
 
 def _environment_reads(tree: ast.AST) -> list[str]:
-    """``os.environ.get("RIGHTSIZE_...")``, ``os.environ["RIGHTSIZE_..."]``, ``os.getenv``."""
+    """``os.environ.get("RIGHTSIZE_...")``, ``os.environ["RIGHTSIZE_..."]``, ``os.getenv``,
+    ``"RIGHTSIZE_..." in os.environ`` (any name not written out counts too)."""
+    readers = {"os.environ.get", "os.getenv", "environ.get", "getenv", "os.environ.setdefault"}
     found = []
     for node in ast.walk(tree):
         target = None
         if isinstance(node, ast.Call) and node.args:
-            func = ast.unparse(node.func)
-            if func in {"os.environ.get", "os.getenv", "environ.get", "getenv"}:
+            if ast.unparse(node.func) in readers:
                 target = node.args[0]
         elif isinstance(node, ast.Subscript) and ast.unparse(node.value) in {"os.environ"}:
             target = node.slice
+        elif isinstance(node, ast.Compare) and ast.unparse(node.comparators[-1]) in {
+            "os.environ",
+            "environ",
+        }:
+            target = node.left
         if target is None:
             continue
         text = ast.unparse(target)
@@ -97,10 +103,17 @@ def test_the_environment_rule_sees_every_way_of_reading_it() -> None:
     reads = _environment_reads(
         ast.parse(
             'os.environ.get("RIGHTSIZE_HOME"); os.getenv("RIGHTSIZE_X")\n'
-            'os.environ["RIGHTSIZE_Y"]; os.environ.get(NAME); os.environ.get("PATH")'
+            'os.environ["RIGHTSIZE_Y"]; os.environ.get(NAME); os.environ.get("PATH")\n'
+            'if "RIGHTSIZE_Z" in os.environ: pass'
         )
     )
-    assert reads == ["'RIGHTSIZE_HOME'", "'RIGHTSIZE_X'", "'RIGHTSIZE_Y'", "NAME"]
+    assert sorted(reads) == [
+        "'RIGHTSIZE_HOME'",
+        "'RIGHTSIZE_X'",
+        "'RIGHTSIZE_Y'",
+        "'RIGHTSIZE_Z'",
+        "NAME",
+    ]
 
 
 def test_tools_swap_no_module_class_and_test_no_type_by_its_name() -> None:
@@ -126,7 +139,7 @@ def test_a_process_keeps_no_configuration_a_later_caller_can_change() -> None:
 # .promoted``, ``tools.estimators.gpu.retrain``); an agent senses, decides and acts on
 # what those return.
 _MODEL_LIBRARIES = {"xgboost", "torch", "sklearn", "lightgbm"}
-_MODEL_WORK_CALLS = {"fit", "save_model", "load_model", "write_text", "write_bytes", "dump"}
+_MODEL_WORK_CALLS = {"fit", "save_model", "load_model", "write_text", "write_bytes"}
 
 
 def _model_work(tree: ast.AST) -> list[str]:
