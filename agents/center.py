@@ -56,6 +56,7 @@ from knowledge_base.checkpoints import checkpoint_store
 from knowledge_base.errors import is_transient
 from knowledge_base.store import KnowledgeBase
 from tools.actuators.base import Executor
+from tools.estimators.gpu.trace_folders import TraceFolders
 
 __all__ = [
     "AGENT_NAMES",
@@ -124,6 +125,10 @@ class CenterConfig(BaseModel):
     profiling: ProfilingConfig = Field(default_factory=ProfilingConfig)
     promotion: PromotionPolicy = Field(default_factory=PromotionPolicy)
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
+    gpu_traces: TraceFolders = Field(
+        default_factory=TraceFolders,
+        description="Where GPU step traces persist (the settings' gpu_traces)",
+    )
 
     @property
     def artifacts_dir(self) -> Path:
@@ -189,7 +194,9 @@ async def build_agent(
                 update={"work_dir": config.home / "jobs"}
             )
         return _version(agent_class, Scheduler)(kb, executors, bus, scheduler_config)
-    return _version(agent_class, ModelPromotion)(kb, config.artifacts_dir, policy=config.promotion)
+    return _version(agent_class, ModelPromotion)(
+        kb, config.artifacts_dir, policy=config.promotion, gpu_traces=config.gpu_traces
+    )
 
 
 class Center:

@@ -7,8 +7,9 @@ workload allows (``tools.planning.whatif.enumerate_candidates``, the planner's o
 enumeration) and asks the estimator chain in order, first answer wins
 (``tools.planning.estimation.estimate_first``). The chain is the process's one
 ``tools.planning.chain.EstimatorChain`` (the CLI and the MCP server use the same one):
-this workload's profiles, the promoted registry estimator (loaded here, by
-``promoted_runtime_estimator``, when promoted; no restart needed), the per-hardware
+this workload's profiles, the promoted registry estimator (loaded by
+``tools.estimators.promoted.runtime.promoted_runtime_estimator``, when promoted; no
+restart needed), the per-hardware
 estimators, the history estimator of each system (trained once, retrained when the
 knowledge base has enough new jobs), then the analytic fallbacks.
 
@@ -37,7 +38,6 @@ from agents.events import (
     JobSubmitted,
     ProfileRequested,
 )
-from agents.promotion import RegistryRuntimeEstimator, load_runtime_model
 from agents.rescheduler import planned_segments
 from agents.runtime import Action, Agent, Emit, Observation
 from agents.topics import ESTIMATES, ESTIMATORS, JOBS
@@ -45,7 +45,6 @@ from knowledge_base.cas import update_job
 from knowledge_base.catalog import Catalog
 from knowledge_base.errors import NotFoundError
 from knowledge_base.records import (
-    EstimatorRecord,
     Interval,
     JobRecord,
     JobState,
@@ -54,6 +53,7 @@ from knowledge_base.records import (
 )
 from knowledge_base.store import KnowledgeBase
 from knowledge_base.workload import DNNTraining, GenericJob, WorkloadSpec
+from tools.estimators.promoted.runtime import promoted_runtime_estimator
 from tools.planning.analytic import ANALYTIC_ID
 from tools.planning.chain import ChainConfig, EstimatorChain
 from tools.planning.estimation import Candidate, Estimator, estimate_first
@@ -94,11 +94,6 @@ class EstimationConfig(BaseModel):
         description="Retrain a system's history estimator once its job count has moved by "
         "this fraction of what it trained on (0: whenever the count moved)",
     )
-
-
-def promoted_runtime_estimator(record: EstimatorRecord) -> RegistryRuntimeEstimator:
-    """The chain's loader for Model Promotion's registry records (generic jobs' run time)."""
-    return RegistryRuntimeEstimator(record, load_runtime_model(record))
 
 
 def estimate_all(

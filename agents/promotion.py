@@ -75,13 +75,21 @@ from agents.promotion_gpu import (
 )
 from agents.runtime import Action, Agent, Emit, Observation
 from agents.topics import ESTIMATORS, JOBS
-from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import (
     EstimatorRecord,
     EstimatorStatus,
     JobRecord,
 )
 from knowledge_base.store import JobQuery, KnowledgeBase
+from tools.estimators.gpu.trace_folders import TraceFolders
+from tools.estimators.promoted.candidates import (
+    Shadowed,
+    best_candidate,
+    candidate_record,
+    serving_copy,
+    shadow,
+    write_artifact,
+)
 from tools.estimators.promoted.runtime import (
     DEFAULT_TRAINERS,
     RUNTIME_TARGET,
@@ -139,7 +147,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 # The models it manages (trainers, artifacts, loaders, error metrics) live in
-# tools.estimators.promoted.runtime and are re-exported here.
+# tools.estimators.promoted.runtime, the candidates' training, shadow test, artifacts and
+# records in tools.estimators.promoted.candidates; both are re-exported here. The agent
+# keeps the decisions: when to evaluate and retrain, and which candidate to promote.
 
 
 class PromotionPolicy(BaseModel):
@@ -214,22 +224,6 @@ def judge(
     )
 
 
-class Shadowed(BaseModel):
-    """One candidate after the shadow test: its errors on the held-out jobs."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
-
-    model: Any = Field(description="The RuntimeModel")
-    error: float = Field(ge=0, description="On the policy's metric")
-    errors: dict[str, float] = Field(description="Every metric, held out")
-    train_errors: dict[str, float] = Field(default_factory=dict)
-
-
-def best_candidate(candidates: Sequence[Shadowed]) -> Shadowed:
-    """The candidate with the lowest held-out error (the first on a tie)."""
-    return min(candidates, key=lambda c: c.error)
-
-
 # -- the agent -------------------------------------------------------------------------------
 
 
@@ -289,9 +283,11 @@ class ModelPromotion(Agent[PromotionObservation]):
         *,
         policy: PromotionPolicy | None = None,
         trainers: Mapping[str, Trainer | Sequence[Trainer]] | None = None,
+        gpu_traces: TraceFolders | None = None,
     ) -> None:
         self.kb = kb
         self.artifacts_dir = artifacts_dir
+        self.gpu_traces = gpu_traces  # where the GPU measurements' traces persist
         self.policy = policy or PromotionPolicy()
         given = trainers if trainers is not None else DEFAULT_TRAINERS
         self.trainers: dict[str, tuple[Trainer, ...]] = {
@@ -497,6 +493,7 @@ class ModelPromotion(Agent[PromotionObservation]):
                         action,
                         cause,
                         holdout_fraction=self.policy.holdout_fraction,
+                        traces=self.gpu_traces,
                     )
                 )
             elif isinstance(action, Emit):
@@ -504,31 +501,6 @@ class ModelPromotion(Agent[PromotionObservation]):
             else:
                 raise NotImplementedError(type(action).__name__)
         return emits
-
-    def _shadow(
-        self,
-        trainer: Trainer,
-        train: Sequence[JobRecord],
-        holdout: Sequence[JobRecord],
-        newest: datetime,
-        metric: Metric,
-    ) -> Shadowed | str:
-        """Train one candidate and score it on the held-out jobs (or say why it could not)."""
-        try:
-            candidate = trainer(train)
-        except InvalidInputError as exc:
-            return str(exc)
-        # Its data cutoff is the newest job it was shown, held-out ones included: "live"
-        # jobs, on which drift is judged, are those that finished after it.
-        candidate = candidate.with_trained_until(newest)
-        errors = errors_of(candidate, holdout)
-        train_errors = {f"train_{key}": value for key, value in errors_of(candidate, train).items()}
-        return Shadowed(
-            model=candidate,
-            error=errors[VALIDATION_KEY[metric]],
-            errors=errors,
-            train_errors=train_errors,
-        )
 
     async def _retrain(self, action: Retrain, cause: Envelope) -> list[Emit]:
         policy = self.policy
@@ -580,7 +552,7 @@ class ModelPromotion(Agent[PromotionObservation]):
         declined: list[str] = []
         for trainer in self.trainers[action.target]:
             # Training is CPU work (XGBoost for the history estimator): off the event loop.
-            outcome = await asyncio.to_thread(self._shadow, trainer, train, holdout, newest, metric)
+            outcome = await asyncio.to_thread(shadow, trainer, train, holdout, newest, metric)
             if isinstance(outcome, str):
                 declined.append(outcome)
             else:
@@ -611,16 +583,15 @@ class ModelPromotion(Agent[PromotionObservation]):
         candidate_id = ids[id(best)]
         others = [c for c in trained if c is not best]
         rivals = "; ".join(f"{c.model.kind} {_value(c.error, metric)}" for c in others) or "none"
-        self.artifacts_dir.mkdir(parents=True, exist_ok=True)
         for shadowed in trained:
             shadowed_model = shadowed.model
-            if shadowed is best and verdict.promote and isinstance(shadowed_model, HistoryRuntime):
-                # Serving it: let it see the held-out jobs too (its features, not its trees).
-                shadowed_model = await asyncio.to_thread(shadowed_model.observing, holdout)
-            path = self.artifacts_dir / f"{ids[id(shadowed)]}.json"
-            path.write_text(shadowed_model.to_json())
             if shadowed is best and verdict.promote:
-                serving: RuntimeModel = shadowed_model  # what loading the artifact gives
+                # Serving it: what loading the artifact gives.
+                shadowed_model = await asyncio.to_thread(serving_copy, shadowed_model, holdout)
+                serving: RuntimeModel = shadowed_model
+            path = await asyncio.to_thread(
+                write_artifact, self.artifacts_dir, ids[id(shadowed)], shadowed_model
+            )
             if shadowed is best:
                 notes = (
                     f"shadow-evaluated on {len(holdout)} held-out jobs: {verdict.reason}; "
@@ -637,23 +608,15 @@ class ModelPromotion(Agent[PromotionObservation]):
                 )
                 status = EstimatorStatus.RETIRED
             await self.kb.put_estimator(
-                EstimatorRecord(
-                    id=ids[id(shadowed)],
-                    kind=shadowed.model.kind,
+                candidate_record(
+                    shadowed,
+                    ids[id(shadowed)],
                     target=action.target,
                     status=status,
-                    validation={
-                        **shadowed.errors,
-                        **shadowed.train_errors,
-                        **(
-                            {f"incumbent_{VALIDATION_KEY[metric]}": incumbent_error}
-                            if incumbent_error is not None
-                            else {}
-                        ),
-                    },
+                    artifact=path,
                     training_rows=len(train),
-                    artifact_path=str(path),
-                    features=shadowed.model.features,
+                    incumbent_error=incumbent_error,
+                    metric=metric,
                     created_at=cause.time,
                     notes=notes,
                 )

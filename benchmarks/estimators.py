@@ -63,6 +63,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402
 
+from rightsize.settings import Settings  # noqa: E402
 from tools.estimators.cpu.bundle import (  # noqa: E402
     HYBRID_BASE,
     HYBRID_GNN,
@@ -435,7 +436,7 @@ def main() -> None:
     )
     began = time.monotonic()
 
-    source = args.dataset or default_dataset_path()
+    source = args.dataset or default_dataset_path(Settings().dnn_profiles)
     examples = load_examples(source)
     ok_rows = len(load_examples(source, include_wall=True))
     store = GraphStore(args.graphs.expanduser())

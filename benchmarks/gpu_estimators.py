@@ -42,6 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from rightsize.settings import Settings
 from tools.estimators.gpu.baselines import analytic_s, roofline_s
 from tools.estimators.gpu.features import OP_CLASSES
 from tools.estimators.gpu.kernels import TRAINING_GPUS, default_neusight_root, load_device_specs
@@ -164,7 +165,7 @@ def _gavel(
     from tools.estimators.gpu.estimator import StepMeasurement
     from tools.estimators.gpu.train import fit_step_model
 
-    runs = load_e2e_runs(default_neusight_root(), TRAINING_GPUS)
+    runs = load_e2e_runs(default_neusight_root(Settings().neusight), TRAINING_GPUS)
     without_v100 = fit_step_model(
         data,
         runs,
@@ -235,7 +236,7 @@ def main() -> int:
         help="also leave each run's model family out of the level (a few more minutes)",
     )
     args = parser.parse_args()
-    root = default_neusight_root()
+    root = default_neusight_root(Settings().neusight)
     report: dict[str, Any] = {}
     data = load_training_rows(root, in_model=args.in_model)
     specs = load_device_specs(root)

@@ -49,6 +49,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from rightsize.settings import Settings
 from tools.estimators.gpu.baselines import roofline_s
 from tools.estimators.gpu.estimator import GpuStepModel
 from tools.estimators.gpu.kernels import TRAINING_GPUS, default_neusight_root, load_device_specs
@@ -500,7 +501,7 @@ def main() -> int:
         "and read back (delete it when the trees' code or data change)",
     )
     args = parser.parse_args()
-    root = default_neusight_root()
+    root = default_neusight_root(Settings().neusight)
     data = load_training_rows(root)
     specs = load_device_specs(root)
     runs = load_e2e_runs(root, TRAINING_GPUS)

@@ -28,6 +28,7 @@ from knowledge_base.catalog import GPUSpec, NodeType, Partition, System
 from knowledge_base.records import ResourceEstimate
 from knowledge_base.seed import load_seed_catalog
 from knowledge_base.workload import DNNTraining, Optimizer, Precision
+from rightsize.settings import Settings
 from tools.estimators.gpu.workload_trace import memory_peak
 from tools.planning.analytic import AnalyticDNNEstimator
 from tools.planning.estimation import Candidate
@@ -72,6 +73,7 @@ def main() -> None:
         _shape("pitzer", 32768, "NVIDIA Tesla V100"),
         _shape("ascend", 81920, "NVIDIA A100 80GB"),
     ]
+    traces = Settings().gpu_trace_folders()
     if args.facts:
         v100: GPUSpec | None = shapes[0][2].gpu
         assert v100 is not None
@@ -80,7 +82,7 @@ def main() -> None:
             counts: list[float] = []
             for precision in (Precision.FP32, Precision.AMP):
                 peaks = [
-                    memory_peak(_workload(model, b, Optimizer.SGD, precision), b, 1, v100)
+                    memory_peak(_workload(model, b, Optimizer.SGD, precision), b, 1, v100, traces)
                     for b in (256, 512)
                 ]
                 counts += [
@@ -108,7 +110,7 @@ def main() -> None:
                             )
                             answer = analytic.estimate(workload, candidate)
                             assert isinstance(answer, ResourceEstimate) and answer.gpu_memory_mb
-                            peak = memory_peak(workload, batch, gpus, node.gpu)
+                            peak = memory_peak(workload, batch, gpus, node.gpu, traces)
                             analytic_mib = answer.gpu_memory_mb
                             ratios.append(
                                 (

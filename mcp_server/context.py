@@ -17,6 +17,7 @@ from agents.metrics import CenterMetrics
 from knowledge_base.catalog import System
 from knowledge_base.store import KnowledgeBase
 from tools.actuators.base import Executor
+from tools.estimators.gpu.trace_folders import TraceFolders
 from tools.planning.chain import ChainConfig, EstimatorChain, PromotedLoader
 from tools.planning.cost import DollarRates
 
@@ -45,10 +46,15 @@ class ServerDeps:
     """A per-operator CPU model's folder to answer with (None: the shipped one)."""
     dnn_models: Path | None = None
     """A DNN estimator bundle's folder to answer with (None: the shipped one)."""
+    gpu_traces: TraceFolders = field(default_factory=TraceFolders)
+    """Where GPU step traces persist (the settings' ``gpu_traces``; default: nowhere)."""
 
     def chain_config(self) -> ChainConfig:
         return ChainConfig(
-            home=self.home, cpu_opcost_dir=self.cpu_opcost, dnn_models_dir=self.dnn_models
+            home=self.home,
+            cpu_opcost_dir=self.cpu_opcost,
+            dnn_models_dir=self.dnn_models,
+            gpu_traces=self.gpu_traces,
         )
 
 

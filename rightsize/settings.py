@@ -7,10 +7,13 @@ in-process bus, nothing to start.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from tools.estimators.gpu.trace_folders import TraceFolders
 
 __all__ = ["Settings"]
 
@@ -36,6 +39,21 @@ class Settings(BaseSettings):
         default=None,
         description="Folder of a per-operator CPU model to answer with instead of the shipped "
         "one (RIGHTSIZE_CPU_OPCOST)",
+    )
+    dnn_profiles: Path | None = Field(
+        default=None,
+        description="CPU sweep dataset (a JSONL file, or a folder holding cpu_sweep.jsonl) "
+        "to train the DNN estimators from instead of the shipped one (RIGHTSIZE_DNN_PROFILES)",
+    )
+    neusight: Path | None = Field(
+        default=None,
+        description="NeuSight's data folder for training the per-operator GPU model; default: "
+        "shared/data/dnn_profiles/neusight beside the repository (RIGHTSIZE_NEUSIGHT)",
+    )
+    gpu_traces: str | None = Field(
+        default=None,
+        description="Where GPU step traces persist: a folder (read alone), 'off' (none kept "
+        "on disk); default: gpu_traces under home, then the shipped ones (RIGHTSIZE_GPU_TRACES)",
     )
 
     executor: Literal["auto", "slurm", "tapis", "simulated"] = Field(
@@ -132,6 +150,12 @@ class Settings(BaseSettings):
         min_length=1,
         description="Who the stdio MCP server acts for; default: the login name",
     )
+
+    def gpu_trace_folders(self) -> TraceFolders:
+        """Where GPU step traces are kept and read (``gpu_traces``, else under home)."""
+        from tools.estimators.gpu.trace_folders import TraceFolders
+
+        return TraceFolders.from_setting(self.home, self.gpu_traces)
 
     def mcp_tokens_path(self) -> Path:
         return (self.mcp_tokens_file or self.home / "mcp_tokens.json").expanduser()

@@ -68,9 +68,9 @@ async def knowledge_base(settings: Settings) -> AsyncIterator[KnowledgeBase]:
 
 def promoted_loader(record: EstimatorRecord) -> PromotedEstimator:
     """Model Promotion's registry record as an estimator, for the estimator chain of the
-    CLI and the MCP server (the agents load it the same way); the agents' code loads
+    CLI and the MCP server (the agents load it the same way); the loader's code loads
     only when a promoted estimator exists."""
-    from agents.estimation import promoted_runtime_estimator
+    from tools.estimators.promoted.runtime import promoted_runtime_estimator
 
     return promoted_runtime_estimator(record)
 
@@ -83,6 +83,7 @@ def chain_config(settings: Settings) -> ChainConfig:
         home=settings.home.expanduser(),
         cpu_opcost_dir=settings.cpu_opcost,
         dnn_models_dir=settings.dnn_models,
+        gpu_traces=settings.gpu_trace_folders(),
     )
 
 

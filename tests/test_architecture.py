@@ -64,27 +64,27 @@ def test_all_names_exist_in_their_module(module_name: str) -> None:
 # -- rules inside tools/ (issue #40) -------------------------------------------------------
 
 # Settings reach tools as arguments (rightsize.settings.Settings -> ChainConfig,
-# ServerDeps), never from the environment. These still read one and are to move (their
-# owners were editing them in parallel): the list only shrinks.
-_READS_ENVIRONMENT_STILL = {
-    "tools/estimators/cpu/paths.py",  # RIGHTSIZE_DNN_PROFILES
-    "tools/estimators/gpu/kernels.py",  # RIGHTSIZE_NEUSIGHT
-    "tools/estimators/gpu/workload_trace.py",  # RIGHTSIZE_HOME, RIGHTSIZE_GPU_TRACES
-    "tools/profiling/gpu_measure.py",  # RIGHTSIZE_COMMIT (a measurement's provenance)
-}
+# ServerDeps, a script's own options), never from the environment: the rule holds for
+# every module of tools/.
 
 
 def _environment_reads(tree: ast.AST) -> list[str]:
-    """``os.environ.get("RIGHTSIZE_...")``, ``os.environ["RIGHTSIZE_..."]``, ``os.getenv``."""
+    """``os.environ.get("RIGHTSIZE_...")``, ``os.environ["RIGHTSIZE_..."]``, ``os.getenv``,
+    ``"RIGHTSIZE_..." in os.environ`` (any name not written out counts too)."""
+    readers = {"os.environ.get", "os.getenv", "environ.get", "getenv", "os.environ.setdefault"}
     found = []
     for node in ast.walk(tree):
         target = None
         if isinstance(node, ast.Call) and node.args:
-            func = ast.unparse(node.func)
-            if func in {"os.environ.get", "os.getenv", "environ.get", "getenv"}:
+            if ast.unparse(node.func) in readers:
                 target = node.args[0]
         elif isinstance(node, ast.Subscript) and ast.unparse(node.value) in {"os.environ"}:
             target = node.slice
+        elif isinstance(node, ast.Compare) and ast.unparse(node.comparators[-1]) in {
+            "os.environ",
+            "environ",
+        }:
+            target = node.left
         if target is None:
             continue
         text = ast.unparse(target)
@@ -95,12 +95,25 @@ def _environment_reads(tree: ast.AST) -> list[str]:
 
 def test_tools_take_settings_as_arguments_not_from_the_environment() -> None:
     for path in _modules("tools"):
-        where = str(path.relative_to(REPO))
         reads = _environment_reads(ast.parse(path.read_text(encoding="utf-8")))
-        if where in _READS_ENVIRONMENT_STILL:
-            assert reads, f"{where} no longer reads the environment: drop it from the list"
-        else:
-            assert not reads, f"{where} reads {reads} from the environment"
+        assert not reads, f"{path.relative_to(REPO)} reads {reads} from the environment"
+
+
+def test_the_environment_rule_sees_every_way_of_reading_it() -> None:
+    reads = _environment_reads(
+        ast.parse(
+            'os.environ.get("RIGHTSIZE_HOME"); os.getenv("RIGHTSIZE_X")\n'
+            'os.environ["RIGHTSIZE_Y"]; os.environ.get(NAME); os.environ.get("PATH")\n'
+            'if "RIGHTSIZE_Z" in os.environ: pass'
+        )
+    )
+    assert sorted(reads) == [
+        "'RIGHTSIZE_HOME'",
+        "'RIGHTSIZE_X'",
+        "'RIGHTSIZE_Y'",
+        "'RIGHTSIZE_Z'",
+        "NAME",
+    ]
 
 
 def test_tools_swap_no_module_class_and_test_no_type_by_its_name() -> None:
@@ -118,3 +131,49 @@ def test_a_process_keeps_no_configuration_a_later_caller_can_change() -> None:
 
     source = Path(service.__file__).read_text(encoding="utf-8")
     assert "chain.config = " not in source
+
+
+# -- agents keep the decision loop (issue #40) ----------------------------------------------
+
+# Fitting, saving and loading models is estimator work in tools/ (``tools.estimators
+# .promoted``, ``tools.estimators.gpu.retrain``); an agent senses, decides and acts on
+# what those return.
+_MODEL_LIBRARIES = {"xgboost", "torch", "sklearn", "lightgbm"}
+_MODEL_WORK_CALLS = {"fit", "save_model", "load_model", "write_text", "write_bytes"}
+
+
+def _model_work(tree: ast.AST) -> list[str]:
+    """Imports of model libraries, calls of ``.fit(``/``fit_*(``, and files written."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[0] in _MODEL_LIBRARIES]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] in _MODEL_LIBRARIES:
+                found.append(node.module)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in _MODEL_WORK_CALLS or name.startswith("fit_"):
+                found.append(f"{ast.unparse(func)}(...)")
+    return found
+
+
+def test_agents_fit_save_or_load_no_model_themselves() -> None:
+    for path in _modules("agents"):
+        work = _model_work(ast.parse(path.read_text(encoding="utf-8")))
+        assert not work, f"{path.relative_to(REPO)} does estimator work: {work}"
+
+
+def test_the_agents_rule_sees_fitting_and_writing() -> None:
+    source = (
+        "import xgboost\nfrom torch import nn\nmodel.fit(x)\nfit_correction(rows)\n"
+        "path.write_text(s)\nplan(x)"
+    )
+    assert _model_work(ast.parse(source)) == [
+        "xgboost",
+        "torch",
+        "model.fit(...)",
+        "fit_correction(...)",
+        "path.write_text(...)",
+    ]

@@ -141,6 +141,7 @@ def center_config(
         home=home,
         embedded=embedded,
         approval=settings.approval,
+        gpu_traces=settings.gpu_trace_folders(),
         scheduler=SchedulerConfig(
             checkpoint_overhead_s=settings.checkpoint_overhead_s,
             poll_interval_s=settings.poll_interval_s,

@@ -573,7 +573,10 @@ def train_command(
     settings = Settings()
     try:
         from tools.estimators.cpu.answer import load_bundle, train_to
+        from tools.estimators.cpu.paths import default_dataset_path
 
+        if dataset is None and settings.dnn_profiles is not None:
+            dataset = default_dataset_path(settings.dnn_profiles)
         if out is not None:
             bundle, folder = train_to(settings.home, out, dataset), out
         else:

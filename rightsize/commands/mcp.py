@@ -77,6 +77,7 @@ def deps_for(settings: Settings, *, bus: Bus | None, allow_model_code: bool) -> 
         promoted=promoted_loader,
         cpu_opcost=settings.cpu_opcost,
         dnn_models=settings.dnn_models,
+        gpu_traces=settings.gpu_trace_folders(),
     )
 
 

@@ -48,6 +48,7 @@ from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import EstimatorRecord, ProfileStatus
 from knowledge_base.store import JobQuery, KnowledgeBase
 from knowledge_base.workload import DNNTraining, GenericJob, WorkloadSpec
+from tools.estimators.gpu.trace_folders import TraceFolders
 from tools.estimators.promoted.record import PromotedRecord
 from tools.planning.cpu_model_file import CpuModels, ModelFileCpuEstimator
 from tools.planning.estimation import Estimator
@@ -106,6 +107,11 @@ class ChainConfig(BaseModel):
     )
     dnn_models_dir: Path | None = Field(
         default=None, description="The DNN estimator bundle's folder (None: the shipped one)"
+    )
+    gpu_traces: TraceFolders = Field(
+        default_factory=TraceFolders,
+        description="Where GPU step traces persist (the settings' gpu_traces; default: "
+        "this process only)",
     )
 
 
@@ -172,7 +178,8 @@ class EstimatorChain:
             histories = await self._trained_histories(spec, catalog)
             for estimator in [*self._hardware_estimators(spec), *default_estimators(spec)]:
                 estimator = self._user_memory(estimator, spec, histories, now)
-                chain.append(WhiteBoxGpuMemory(estimator, "" if choice.use else choice.reason))
+                note = "" if choice.use else choice.reason
+                chain.append(WhiteBoxGpuMemory(estimator, note, self.config.gpu_traces))
             return chain
         chain.extend(self._hardware_estimators(spec))
         chain.extend(await self._history_estimators(spec, catalog, now))
@@ -268,7 +275,13 @@ class EstimatorChain:
             if choice.use:
                 from tools.estimators.gpu.planner import GpuOpCostEstimator
 
-                found.append(GpuOpCostEstimator(reason=choice.reason, correction=self._correction))
+                found.append(
+                    GpuOpCostEstimator(
+                        reason=choice.reason,
+                        correction=self._correction,
+                        traces=self.config.gpu_traces,
+                    )
+                )
         return found
 
     async def _trained_histories(

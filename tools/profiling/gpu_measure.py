@@ -23,7 +23,8 @@ memory model traces (``tools/estimators/gpu/memory/recorder.py``): ``zero_grad(s
 - an out-of-memory or any other failure is a row with ``status`` and ``error``.
 
 ``OUT/provenance.json`` says what measured it (GPU, driver, torch, CUDA, cuDNN, the
-TF32 switches, the time), and ``OUT/kernels.jsonl`` holds, for the named zoo models at
+TF32 switches, the time, the code's commit: ``--commit``, default ``git rev-parse --short
+HEAD``), and ``OUT/kernels.jsonl`` holds, for the named zoo models at
 their first batch size, the PyTorch profiler's per-operator device time of one step.
 Configurations run in priority order (the README example and the model files first,
 then the named zoo models in FP32 SGD, then Adam and mixed precision, then a seeded sample
@@ -36,7 +37,6 @@ import argparse
 import gc
 import importlib.util
 import json
-import os
 import random
 import statistics
 import subprocess
@@ -54,9 +54,10 @@ from torch import Tensor, nn
 from tools.estimators.gpu.trace import logits_of
 from tools.profiling.zoo.registry import FAMILIES, TrainingTask, loss_fn, named_model
 
-__all__ = ["Config", "configurations", "main", "measure"]
+__all__ = ["Config", "configurations", "current_commit", "main", "measure", "provenance"]
 
 _MIB = float(1 << 20)
+_REPO = Path(__file__).resolve().parents[2]
 
 # Named zoo models and the two batch sizes measured for each (the first also with Adam,
 # AMP and the profiler).
@@ -323,8 +324,9 @@ def _profile(step: Callable[[], None], cuda: bool) -> list[dict[str, Any]]:
     return rows[:60]
 
 
-def provenance() -> dict[str, Any]:
-    """What measured: the GPU, driver, software versions and switches, and when."""
+def provenance(commit: str = "unknown") -> dict[str, Any]:
+    """What measured: the GPU, driver, software versions and switches, when, and the
+    code's ``commit``."""
     props = torch.cuda.get_device_properties(0)
     smi = ""
     try:
@@ -358,8 +360,24 @@ def provenance() -> dict[str, Any]:
         "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "context_after_init_mib": (total - free - torch.cuda.memory_reserved()) / _MIB,
-        "code": os.environ.get("RIGHTSIZE_COMMIT", "unknown"),
+        "code": commit,
     }
+
+
+def current_commit(repo: Path = _REPO) -> str:
+    """``git rev-parse --short HEAD`` of the repository ("unknown" without git)."""
+    try:
+        found = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return found.stdout.strip() if found.returncode == 0 and found.stdout.strip() else "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -374,6 +392,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=0, help="stop after this many (0: all)")
     parser.add_argument("--skip", type=int, default=0, help="skip the first N configurations")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: a dry run")
+    parser.add_argument(
+        "--commit",
+        default=None,
+        help="the code's version in the provenance (default: git rev-parse --short HEAD, "
+        "'unknown' without git)",
+    )
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("--device cuda: no CUDA device here, nothing measured", file=sys.stderr)
@@ -382,7 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.device == "cuda":
         torch.zeros(1, device="cuda")
-        found = {**provenance(), "plan": args.plan, "seed": args.seed}
+        commit = args.commit or current_commit()
+        found = {**provenance(commit), "plan": args.plan, "seed": args.seed}
         (args.out / "provenance.json").write_text(json.dumps(found, indent=2) + "\n")
     done = 0
     with (

@@ -5,6 +5,7 @@ fallback's, and an option whose peak exceeds the GPU refused with the GPU and it
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,9 +62,11 @@ class _CountedPeaks:
         self.calls: list[tuple[int, int]] = []
         real = workload_trace.memory_peak
 
-        def counted(workload: DNNTraining, batch: int, gpus: int, gpu: GPUSpec) -> GpuMemoryPeak:
+        def counted(
+            workload: DNNTraining, batch: int, gpus: int, gpu: GPUSpec, *rest: Any
+        ) -> GpuMemoryPeak:
             self.calls.append((batch, gpus))
-            return real(workload, batch, gpus, gpu)
+            return real(workload, batch, gpus, gpu, *rest)
 
         monkeypatch.setattr(workload_trace, "memory_peak", counted)
 
@@ -152,9 +155,9 @@ async def test_an_option_far_above_the_gpu_is_refused_by_the_analytic_model_untr
     kernels: list[int] = []
     real_kernels = workload_trace.kernels_at
 
-    def counted_kernels(workload: DNNTraining, batch: int) -> object:
+    def counted_kernels(workload: DNNTraining, batch: int, *rest: Any) -> object:
         kernels.append(batch)
-        return real_kernels(workload, batch)
+        return real_kernels(workload, batch, *rest)
 
     monkeypatch.setattr(workload_trace, "kernels_at", counted_kernels)
     chain = EstimatorChain(sqlite_kb)
@@ -287,6 +290,7 @@ def test_no_untraced_option_gets_another_verdict_than_the_white_box(
 _NO_TORCH_PLAN = """
 import asyncio, json, sys
 from pathlib import Path
+from typing import Any
 from knowledge_base.seed import load_seed_catalog
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from knowledge_base.workload import DNNTraining, Goals, WorkloadSpec

@@ -58,3 +58,16 @@ def test_asking_for_cuda_without_one_measures_nothing(
     assert main(["--out", str(tmp_path)]) == 2
     assert "no CUDA device" in capsys.readouterr().err
     assert not (tmp_path / "gpu_steps.jsonl").exists()
+
+
+def test_the_provenance_names_the_commit_git_gives_else_unknown(tmp_path: Path) -> None:
+    """``--commit`` defaults to ``git rev-parse --short HEAD`` (no environment variable)."""
+    import subprocess
+
+    repo = Path(gpu_measure.__file__).resolve().parents[2]
+    found = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True
+    )
+    expected = found.stdout.strip() if found.returncode == 0 else "unknown"
+    assert gpu_measure.current_commit(repo) == expected
+    assert gpu_measure.current_commit(tmp_path) == "unknown"  # not a git repository

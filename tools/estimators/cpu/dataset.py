@@ -14,7 +14,8 @@ optimizer, and tracing it takes 0.1-3 s, so graphs are cached as ``.npz`` files 
 a cache folder (``GraphStore``) and built in worker processes when missing.
 
 The committed dataset is ``data/dnn_profiles/cpu_sweep.jsonl`` in the repository;
-``RIGHTSIZE_DNN_PROFILES`` points elsewhere (a file, or a folder holding that file).
+the settings' ``dnn_profiles`` (``RIGHTSIZE_DNN_PROFILES``) point ``rightsize profile
+train`` elsewhere (a file, or a folder holding that file; ``default_dataset_path``).
 """
 
 from __future__ import annotations

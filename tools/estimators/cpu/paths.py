@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 __all__ = ["DATASET_NAME", "default_dataset_path"]
@@ -10,10 +9,10 @@ __all__ = ["DATASET_NAME", "default_dataset_path"]
 DATASET_NAME = "cpu_sweep.jsonl"
 
 
-def default_dataset_path() -> Path:
-    """The sweep dataset: ``RIGHTSIZE_DNN_PROFILES``, else the repository's committed file."""
-    override = os.environ.get("RIGHTSIZE_DNN_PROFILES")
-    if override:
-        path = Path(override).expanduser()
+def default_dataset_path(override: Path | None = None) -> Path:
+    """The sweep dataset: ``override`` (the settings' ``dnn_profiles``: a file, or a folder
+    holding ``cpu_sweep.jsonl``), else the repository's committed file."""
+    if override is not None:
+        path = override.expanduser()
         return path / DATASET_NAME if path.is_dir() else path
     return Path(__file__).resolve().parents[3] / "data" / "dnn_profiles" / DATASET_NAME

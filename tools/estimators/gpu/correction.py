@@ -41,6 +41,7 @@ from knowledge_base.catalog import GPUSpec
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import ProfileRecord, ProfileStatus
 from knowledge_base.workload import DNNTraining, Optimizer
+from tools.estimators.gpu.trace_folders import TraceFolders
 
 __all__ = [
     "GPU_CORRECTION_KIND",
@@ -231,17 +232,22 @@ def predicted_step_s(workload: DNNTraining, batch_size: int, gpus: int, gpu: GPU
 
 
 def predicted_step(
-    workload: DNNTraining, batch_size: int, gpus: int, gpu: GPUSpec
+    workload: DNNTraining,
+    batch_size: int,
+    gpus: int,
+    gpu: GPUSpec,
+    traces: TraceFolders | None = None,
 ) -> tuple[float, int]:
     """The shipped per-operator model's p50 step time (no correction) of one option and
-    the operators its step dispatches (0: not known)."""
+    the operators its step dispatches (0: not known); ``traces``: where the step's traces
+    persist (default: nowhere)."""
     from tools.estimators.gpu.estimator import load_step_model
     from tools.estimators.gpu.specs import spec_for_catalog_gpu
     from tools.estimators.gpu.workload_trace import kernels_at
     from tools.planning import hardware
 
     per_gpu = math.ceil(batch_size / gpus)
-    kernels, parameters = kernels_at(workload, per_gpu)
+    kernels, parameters = kernels_at(workload, per_gpu, traces or TraceFolders())
     step = load_step_model().estimate(
         kernels,
         spec_for_catalog_gpu(gpu),
@@ -254,7 +260,9 @@ def predicted_step(
 
 
 def rows_from_records(
-    records: Sequence[ProfileRecord], gpus_by_model: dict[str, GPUSpec]
+    records: Sequence[ProfileRecord],
+    gpus_by_model: dict[str, GPUSpec],
+    traces: TraceFolders | None = None,
 ) -> tuple[list[GpuStepRow], list[str]]:
     """The measurements with the shipped model's prediction beside each, oldest first, and
     why any was left out (an unknown GPU, a workload that no longer traces)."""
@@ -271,7 +279,11 @@ def rows_from_records(
         try:
             workload = DNNTraining.model_validate(json.loads(str(record.config["workload"])))
             predicted, operators = predicted_step(
-                workload, int(record.config["batch_size"]), int(record.config["gpus"]), gpu
+                workload,
+                int(record.config["batch_size"]),
+                int(record.config["gpus"]),
+                gpu,
+                traces,
             )
         except (InvalidInputError, KeyError, ValueError) as exc:
             skipped.append(f"{record.id}: {exc}")

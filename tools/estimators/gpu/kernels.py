@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import gzip
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,11 +56,11 @@ TRAINING_GPUS: tuple[str, ...] = (
 _CONV_STAND_IN = {"NVIDIA_A100-PCIE-40GB": "NVIDIA_A100_80GB_PCIe"}
 
 
-def default_neusight_root() -> Path:
-    """``RIGHTSIZE_NEUSIGHT`` or the shared data folder beside the repository."""
-    override = os.environ.get("RIGHTSIZE_NEUSIGHT")
-    if override:
-        return Path(override).expanduser()
+def default_neusight_root(override: Path | None = None) -> Path:
+    """``override`` (the settings' ``neusight``) or the shared data folder beside the
+    repository."""
+    if override is not None:
+        return override.expanduser()
     return Path(__file__).resolve().parents[3].parent / "shared/data/dnn_profiles/neusight"
 
 

@@ -26,6 +26,7 @@ from knowledge_base.workload import DNNTraining, Optimizer, Precision
 from tools.estimators.gpu.memory.planner import far_above_capacity, ratio_band
 from tools.estimators.gpu.promoted import CorrectedStep, ServingCorrection, gpu_step
 from tools.estimators.gpu.specs import GpuSpec
+from tools.estimators.gpu.trace_folders import TraceFolders
 from tools.lru import BoundedLru
 from tools.planning import hardware
 from tools.planning.analytic import (
@@ -84,8 +85,10 @@ class GpuOpCostEstimator:
         fallback: AnalyticDNNEstimator | None = None,
         reason: str = "",
         correction: ServingCorrection | None = None,
+        traces: TraceFolders | None = None,
     ) -> None:
         self._fallback = fallback or AnalyticDNNEstimator()
+        self.traces = traces or TraceFolders()  # where the step's traces persist
         self._model: Any = None
         self.reason = reason  # why the chain chose it (said in every answer's label)
         self.correction = correction  # the center's per-GPU factors (Model Promotion's)
@@ -130,7 +133,7 @@ class GpuOpCostEstimator:
         )
 
         def make() -> CorrectedStep:
-            kernels, parameters = kernels_at(workload, per_device)
+            kernels, parameters = kernels_at(workload, per_device, self.traces)
             return gpu_step(
                 model,
                 kernels,

@@ -9,7 +9,7 @@ levels measured against shape models that saw neither them nor the left-out GPU)
 left-out GPU is predicted per class (kernels) and end to end (NeuSight's whole-model runs
 on it). The end-to-end log residuals of those folds calibrate p10/p90
 (``interval_quantiles``); the shipped model is then fitted on all five GPUs. Reads only
-the shared NeuSight data (``RIGHTSIZE_NEUSIGHT`` overrides its folder). ``--in-model``
+the shared NeuSight data (``--neusight`` overrides its folder). ``--in-model``
 adds the in-model node latencies of the end-to-end runs to the shape trees' rows
 (``inmodel``; a left-out GPU's go with its kernels); ``--spec-features CLASSES`` gives
 those classes' trees the GPU-spec inputs (``opcost.SPEC_INPUTS``; default

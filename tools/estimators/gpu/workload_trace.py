@@ -9,8 +9,8 @@ in the batch dimension; ``tools.estimators.gpu.memory.scaled`` for the allocatio
 sequence, ``_affine_kernels`` here for the kernels), with bounded LRU caches of the
 traces and of the answers. A model that does not trace is remembered too, with its
 error, so a second request does not trace it again. The allocation and kernel traces
-also persist on disk (``trace_dir``), so a new process (each ``rightsize plan``) reads
-them back.
+also persist on disk (``TraceFolders``, from the caller's settings), so a new process
+(each ``rightsize plan``) reads them back.
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ from knowledge_base.records import GpuMemoryPeak
 from knowledge_base.workload import DNNTraining, Optimizer, Precision
 from tools.estimators.gpu.memory.context import context_basis, gpu_generation
 from tools.estimators.gpu.ops import GpuKernels
+from tools.estimators.gpu.trace_folders import SHIPPED_TRACES, TraceFolders
 from tools.lru import BoundedLru
 from tools.profiling.zoo.registry import TrainingTask
 
 __all__ = [
     "KERNEL_BATCHES",
     "SHIPPED_TRACES",
-    "TRACE_DIR_ENV",
     "StepKey",
     "cache_info",
     "clear_caches",
@@ -46,7 +46,6 @@ __all__ = [
     "memory_peak",
     "step_key",
     "task_factory",
-    "trace_dir",
 ]
 
 log = logging.getLogger(__name__)
@@ -157,14 +156,14 @@ _PEAKS: BoundedLru[tuple[StepKey, str, str, int, bool, float | None, str], GpuMe
 )
 
 
-def _steps(workload: DNNTraining, optimizer: str, precision: str) -> object:
+def _steps(workload: DNNTraining, optimizer: str, precision: str, traces: TraceFolders) -> object:
     """The scalable allocation sequence (or the error text of a model that does not trace)."""
     from tools.estimators.gpu.memory.scaled import ScalableSteps
 
     key = (step_key(workload), optimizer, precision)
 
     def make() -> object:
-        stored = _disk_load(key)
+        stored = _disk_load(key, traces)
         if stored is not None:
             return stored
         try:
@@ -174,7 +173,7 @@ def _steps(workload: DNNTraining, optimizer: str, precision: str) -> object:
             return exc
         if found is None:
             return build
-        _disk_store(key, found)
+        _disk_store(key, found, traces)
         return found
 
     return _TRACES.get(key, make)
@@ -184,40 +183,15 @@ def _steps(workload: DNNTraining, optimizer: str, precision: str) -> object:
 # A CLI plan is a new process each time: the first plan of a model pays its traces
 # (seconds), later ones read them back. Keyed by the step key and by the code that
 # produced them (recorder, its cuDNN emulations, scaler, the zoo's models, torch's
-# version), so a change to any of them traces again. RIGHTSIZE_GPU_TRACES=off turns this
-# off.
-
-TRACE_DIR_ENV = "RIGHTSIZE_GPU_TRACES"
-_CODE_DIGEST: list[str] = []
-
-
-def trace_dir() -> Path | None:
-    """Where traces persist: ``RIGHTSIZE_GPU_TRACES``, else ``$RIGHTSIZE_HOME/gpu_traces``
-    (``~/.rightsize``); None when the variable is ``off``."""
-    value = os.environ.get(TRACE_DIR_ENV, "")
-    if value.lower() == "off":
-        return None
-    if value:
-        return Path(value).expanduser()
-    return Path(os.environ.get("RIGHTSIZE_HOME") or "~/.rightsize").expanduser() / "gpu_traces"
-
-
-# The traces of the README's example (examples/resnet50.yaml), shipped so that a first
-# ``rightsize plan`` reads them instead of tracing ResNet-50 (~10 s of CPU). Read after the
-# user's own folder, and only where RIGHTSIZE_GPU_TRACES does not name one. They carry the
+# version), so a change to any of them traces again. The caller's ``TraceFolders`` (the
+# settings' ``gpu_traces``) say where; the shipped traces of the README's example are read
+# after the user's own folder, and only where the settings do not name one. They carry the
 # same names (hence the same code digests): after a change to the tracing code they no
 # longer match and the example is traced again, until they are made anew
 # (data/gpu_traces/README.md; tests/tools/estimators/gpu/test_shipped_traces.py says so).
-SHIPPED_TRACES = Path(__file__).resolve().parents[3] / "data" / "gpu_traces"
 
-
-def _readable(path: Path | None) -> list[Path]:
-    """Where a trace named like ``path`` may be read: the cache folder, then the shipped."""
-    if path is None:
-        return []
-    if os.environ.get(TRACE_DIR_ENV):
-        return [path]
-    return [path, SHIPPED_TRACES / path.name]
+_CODE_DIGEST: list[str] = []
+_NOWHERE = TraceFolders()  # the default: this process's caches only
 
 
 def _sources_digest(modules: tuple[object, ...]) -> str:
@@ -234,10 +208,12 @@ def _sources_digest(modules: tuple[object, ...]) -> str:
     return digest.hexdigest()
 
 
-def _read_json(path: Path | None, what: str) -> Iterator[tuple[Path, dict[str, Any]]]:
+def _read_json(
+    path: Path | None, what: str, traces: TraceFolders
+) -> Iterator[tuple[Path, dict[str, Any]]]:
     """Each readable cached document named like ``path`` (the cache, then the shipped);
     the caller parses it and returns, or reads on when parsing raises."""
-    for candidate in _readable(path):
+    for candidate in traces.readable(path):
         if not candidate.is_file():
             continue
         try:
@@ -269,18 +245,18 @@ def _code_digest() -> str:
     return _CODE_DIGEST[0]
 
 
-def _disk_path(key: tuple[StepKey, str, str]) -> Path | None:
-    folder = trace_dir()
+def _disk_path(key: tuple[StepKey, str, str], traces: TraceFolders) -> Path | None:
+    folder = traces.folder
     if folder is None:
         return None
     name = hashlib.sha256(f"{key!r}|{_code_digest()}".encode()).hexdigest()[:32]
     return folder / f"{name}.json"
 
 
-def _disk_load(key: tuple[StepKey, str, str]) -> object | None:
+def _disk_load(key: tuple[StepKey, str, str], traces: TraceFolders) -> object | None:
     from tools.estimators.gpu.memory.scaled import ScalableSteps
 
-    for path, document in _read_json(_disk_path(key), "GPU trace"):
+    for path, document in _read_json(_disk_path(key, traces), "GPU trace", traces):
         try:
             return ScalableSteps.from_json(document)
         except (ValueError, KeyError, TypeError) as exc:
@@ -288,16 +264,23 @@ def _disk_load(key: tuple[StepKey, str, str]) -> object | None:
     return None
 
 
-def _disk_store(key: tuple[StepKey, str, str], steps: object) -> None:
+def _disk_store(key: tuple[StepKey, str, str], steps: object, traces: TraceFolders) -> None:
     from tools.estimators.gpu.memory.scaled import ScalableSteps
 
     if isinstance(steps, ScalableSteps):
-        _write_json(_disk_path(key), steps.to_json(), "GPU trace")
+        _write_json(_disk_path(key, traces), steps.to_json(), "GPU trace")
 
 
-def memory_peak(workload: DNNTraining, batch: int, gpus: int, gpu: GPUSpec) -> GpuMemoryPeak:
+def memory_peak(
+    workload: DNNTraining,
+    batch: int,
+    gpus: int,
+    gpu: GPUSpec,
+    traces: TraceFolders = _NOWHERE,
+) -> GpuMemoryPeak:
     """Peak memory per GPU of ``workload`` at global ``batch`` over ``gpus`` data-parallel
-    GPUs of the catalog's ``gpu``; InvalidInputError when the model does not trace."""
+    GPUs of the catalog's ``gpu``; InvalidInputError when the model does not trace.
+    ``traces``: where the step's trace is kept across processes (default: nowhere)."""
     from tools.estimators.gpu.memory.context import on_device
     from tools.estimators.gpu.memory.scaled import ScalableSteps
 
@@ -313,7 +296,7 @@ def memory_peak(workload: DNNTraining, batch: int, gpus: int, gpu: GPUSpec) -> G
     key = (step_key(workload), optimizer, precision, per_gpu, gpus > 1, capacity, gpu.model)
 
     def make() -> GpuMemoryPeak:
-        steps = _steps(workload, optimizer, precision)
+        steps = _steps(workload, optimizer, precision, traces)
         if isinstance(steps, InvalidInputError):
             raise steps
         if isinstance(steps, ScalableSteps):
@@ -395,7 +378,7 @@ def _affine_kernels(first: GpuKernels, second: GpuKernels) -> bool:
     return True
 
 
-# Kernel traces persist like the allocation traces (``trace_dir``), keyed by the step key
+# Kernel traces persist like the allocation traces (``TraceFolders``), keyed by the step key
 # and the code that produced them (the tracer, the kernel list, the zoo, torch's version):
 # the per-operator time model's first answer of a model costs its two traces once.
 _KERNEL_DIGEST: list[str] = []
@@ -410,8 +393,8 @@ def _kernel_code_digest() -> str:
     return _KERNEL_DIGEST[0]
 
 
-def _kernels_path(key: StepKey) -> Path | None:
-    folder = trace_dir()
+def _kernels_path(key: StepKey, traces: TraceFolders) -> Path | None:
+    folder = traces.folder
     if folder is None:
         return None
     name = hashlib.sha256(f"kernels|{key!r}|{_kernel_code_digest()}".encode()).hexdigest()[:32]
@@ -447,8 +430,8 @@ def _kernels_from_json(document: dict[str, object]) -> GpuKernels:
     return kernels
 
 
-def _kernels_load(key: StepKey) -> _AffineKernels | None:
-    for path, document in _read_json(_kernels_path(key), "GPU kernel trace"):
+def _kernels_load(key: StepKey, traces: TraceFolders) -> _AffineKernels | None:
+    for path, document in _read_json(_kernels_path(key, traces), "GPU kernel trace", traces):
         try:
             return _AffineKernels(
                 _kernels_from_json(document["first"]),
@@ -460,28 +443,31 @@ def _kernels_load(key: StepKey) -> _AffineKernels | None:
     return None
 
 
-def _kernels_store(key: StepKey, found: _AffineKernels) -> None:
+def _kernels_store(key: StepKey, found: _AffineKernels, traces: TraceFolders) -> None:
     document = {
         "first": _kernels_json(found.first),
         "second": _kernels_json(found.second),
         "parameters": found.parameters,
     }
-    _write_json(_kernels_path(key), document, "GPU kernel trace")
+    _write_json(_kernels_path(key, traces), document, "GPU kernel trace")
 
 
 _KERNELS: BoundedLru[StepKey, object] = BoundedLru(16)
 _KERNELS_AT: BoundedLru[tuple[StepKey, int], tuple[GpuKernels, int]] = BoundedLru(256)
 
 
-def kernels_at(workload: DNNTraining, batch: int) -> tuple[GpuKernels, int]:
+def kernels_at(
+    workload: DNNTraining, batch: int, traces: TraceFolders = _NOWHERE
+) -> tuple[GpuKernels, int]:
     """The kernels of one training step at ``batch`` and the trainable parameter count;
-    InvalidInputError (naming the operator) when the model does not trace."""
+    InvalidInputError (naming the operator) when the model does not trace. ``traces``:
+    where the two traces are kept across processes (default: nowhere)."""
     if batch <= 0:
         raise InvalidInputError("must be positive", field="batch_size", value=batch)
     key = step_key(workload)
 
     def traced() -> object:
-        stored = _kernels_load(key)
+        stored = _kernels_load(key, traces)
         if stored is not None:
             return stored
         try:
@@ -492,7 +478,7 @@ def kernels_at(workload: DNNTraining, batch: int) -> tuple[GpuKernels, int]:
             return exc
         if _affine_kernels(first, second):
             found = _AffineKernels(first, second, parameters)
-            _kernels_store(key, found)
+            _kernels_store(key, found, traces)
             return found
         return build
 

@@ -60,6 +60,7 @@ __all__ = [
     "log_error",
     "mape",
     "memory_oom_rate",
+    "promoted_runtime_estimator",
     "score",
     "usable",
 ]
@@ -499,6 +500,12 @@ class RegistryRuntimeEstimator:
             error_metric=metric,
             label=f"promoted runtime model ({self.model.kind}, {self.model.rows} jobs)",
         )
+
+
+def promoted_runtime_estimator(record: EstimatorRecord) -> RegistryRuntimeEstimator:
+    """The chain's loader for Model Promotion's registry records (generic jobs' run time):
+    what the CLI, the MCP server and Resource Estimation serve."""
+    return RegistryRuntimeEstimator(record, load_runtime_model(record))
 
 
 Trainer = Callable[[Sequence[JobRecord]], RuntimeModel]

@@ -11,9 +11,13 @@ import pytest
 from typer.testing import CliRunner
 
 from rightsize.cli import app
+from rightsize.settings import Settings
 from tools.estimators.gpu import workload_trace
 from tools.estimators.gpu.memory.scaled import ScalableSteps
-from tools.estimators.gpu.workload_trace import SHIPPED_TRACES, TRACE_DIR_ENV, clear_caches
+from tools.estimators.gpu.trace_folders import SHIPPED_TRACES, TraceFolders
+from tools.estimators.gpu.workload_trace import clear_caches
+
+TRACE_DIR_ENV = "RIGHTSIZE_GPU_TRACES"  # the settings' gpu_traces
 
 REPO = Path(__file__).resolve().parents[4]
 STALE = (
@@ -55,7 +59,7 @@ def test_the_readme_example_is_planned_from_the_shipped_traces_alone(
     assert sorted(p.suffix for p in SHIPPED_TRACES.glob("*.json")) == [".json", ".json"]
 
 
-def test_the_shipped_memory_trace_is_the_current_codes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_shipped_memory_trace_is_the_current_codes() -> None:
     """The example's plan reads no memory trace (its options are far below their GPUs'
     memory), but a plan of it at other batch sizes or on smaller GPUs does: the shipped
     one must match the recorder as it is."""
@@ -63,14 +67,12 @@ def test_the_shipped_memory_trace_is_the_current_codes(monkeypatch: pytest.Monke
 
     from knowledge_base.workload import DNNTraining, WorkloadSpec
 
-    monkeypatch.setenv(TRACE_DIR_ENV, str(SHIPPED_TRACES))
     document = yaml.safe_load((REPO / "examples" / "resnet50.yaml").read_text())
     workload = WorkloadSpec.model_validate(document).workload
     assert isinstance(workload, DNNTraining)
     key = (workload_trace.step_key(workload), "sgd", "fp32")
-    assert isinstance(workload_trace._disk_load(key), ScalableSteps), STALE.format(
-        what="its GPU memory"
-    )
+    stored = workload_trace._disk_load(key, TraceFolders(SHIPPED_TRACES))
+    assert isinstance(stored, ScalableSteps), STALE.format(what="its GPU memory")
 
 
 def test_a_named_trace_folder_is_the_only_one_read(
@@ -78,6 +80,6 @@ def test_a_named_trace_folder_is_the_only_one_read(
 ) -> None:
     monkeypatch.setenv(TRACE_DIR_ENV, str(tmp_path / "traces"))
     path = tmp_path / "traces" / "x.json"
-    assert workload_trace._readable(path) == [path]
+    assert Settings().gpu_trace_folders().readable(path) == [path]
     monkeypatch.delenv(TRACE_DIR_ENV)
-    assert workload_trace._readable(path) == [path, SHIPPED_TRACES / "x.json"]
+    assert Settings().gpu_trace_folders().readable(path) == [path, SHIPPED_TRACES / "x.json"]

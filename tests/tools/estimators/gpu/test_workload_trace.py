@@ -19,9 +19,9 @@ from tools.estimators.gpu.memory.allocator import replay
 from tools.estimators.gpu.memory.context import CONTEXT_MB
 from tools.estimators.gpu.memory.estimate import estimate_gpu_memory
 from tools.estimators.gpu.memory.scaled import ScalableSteps
+from tools.estimators.gpu.trace_folders import TraceFolders
 from tools.estimators.gpu.workload_trace import (
     KERNEL_BATCHES,
-    TRACE_DIR_ENV,
     _affine_kernels,
     _AffineKernels,
     _trace_kernels,
@@ -51,8 +51,7 @@ def _workload(model: Path | str = SMALL_CNN, **extra: object) -> DNNTraining:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(TRACE_DIR_ENV, str(tmp_path / "traces"))
+def _fresh_caches() -> None:
     clear_caches()
 
 
@@ -160,7 +159,8 @@ def test_module_keeps_no_reference_to_a_model_file_path_in_its_keys() -> None:
 def test_a_new_process_reads_the_traces_back_from_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first = memory_peak(_workload(), 32, 1, V100_16GB)
+    traces = TraceFolders(tmp_path / "traces")
+    first = memory_peak(_workload(), 32, 1, V100_16GB, traces)
     [stored] = list((tmp_path / "traces").glob("*.json"))
     clear_caches()  # what a new process starts with
 
@@ -168,18 +168,19 @@ def test_a_new_process_reads_the_traces_back_from_disk(
         raise AssertionError("traced again")
 
     monkeypatch.setattr(ScalableSteps, "trace", no_trace)
-    assert memory_peak(_workload(), 32, 1, V100_16GB) == first
+    assert memory_peak(_workload(), 32, 1, V100_16GB, traces) == first
     # a damaged file is traced again (here: the trace is refused, so the error shows it)
     stored.write_text("{not json")
     clear_caches()
     with pytest.raises(AssertionError, match="traced again"):
-        memory_peak(_workload(), 32, 1, V100_16GB)
+        memory_peak(_workload(), 32, 1, V100_16GB, traces)
 
 
 def test_a_new_process_reads_the_kernel_traces_back_from_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first = kernels_at(_workload(), 24)
+    traces = TraceFolders(tmp_path / "traces")
+    first = kernels_at(_workload(), 24, traces)
     [stored] = list((tmp_path / "traces").glob("kernels-*.json"))
     clear_caches()  # what a new process starts with
 
@@ -187,7 +188,7 @@ def test_a_new_process_reads_the_kernel_traces_back_from_disk(
         raise AssertionError("traced again")
 
     monkeypatch.setattr(workload_trace, "_trace_kernels", no_trace)
-    again = kernels_at(_workload(), 24)
+    again = kernels_at(_workload(), 24, traces)
     assert again[1] == first[1]
     assert again[0].dims == first[0].dims and again[0].factor == first[0].factor
     assert again[0].backward == first[0].backward
@@ -195,14 +196,35 @@ def test_a_new_process_reads_the_kernel_traces_back_from_disk(
     stored.write_text('{"first": {"dims": 1}}')
     clear_caches()
     with pytest.raises(AssertionError, match="traced again"):
-        kernels_at(_workload(), 24)
+        kernels_at(_workload(), 24, traces)
 
 
-def test_off_keeps_nothing_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(TRACE_DIR_ENV, "off")
-    monkeypatch.setenv("RIGHTSIZE_HOME", str(tmp_path / "home"))
+def test_off_keeps_nothing_on_disk(tmp_path: Path) -> None:
+    traces = TraceFolders.from_setting(tmp_path / "home", "off")
+    memory_peak(_workload(), 32, 1, V100_16GB, traces)
+    kernels_at(_workload(), 24, traces)
+    assert not (tmp_path / "home").exists()
+
+
+def test_the_settings_say_where_traces_persist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unset: under home, then the shipped traces; a folder: that folder alone."""
+    from rightsize.settings import Settings
+
+    monkeypatch.delenv("RIGHTSIZE_GPU_TRACES", raising=False)
+    from tools.estimators.gpu.trace_folders import SHIPPED_TRACES
+
+    default = Settings(home=tmp_path / "home").gpu_trace_folders()
+    assert default == TraceFolders(tmp_path / "home" / "gpu_traces", shipped=True)
+    name = tmp_path / "home" / "gpu_traces" / "x.json"
+    assert default.readable(name) == [name, SHIPPED_TRACES / "x.json"]
+    named = Settings(home=tmp_path / "home", gpu_traces=str(tmp_path / "t")).gpu_trace_folders()
+    assert named == TraceFolders(tmp_path / "t") and named.readable(name) == [name]
+    assert Settings(gpu_traces="OFF").gpu_trace_folders() == TraceFolders()
+    # nothing passed: this process's caches only
     memory_peak(_workload(), 32, 1, V100_16GB)
-    assert not (tmp_path / "home").exists() and not (tmp_path / "traces").exists()
+    assert not (tmp_path / "home").exists()
 
 
 def test_zoo_input_shapes_that_build_the_same_model_share_one_trace() -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from knowledge_base.errors import InvalidInputError
 from knowledge_base.records import Interval, ResourceEstimate
 from knowledge_base.workload import DNNTraining
+from tools.estimators.gpu.trace_folders import TraceFolders
 from tools.planning.answer import upper_bound
 from tools.planning.builder import gpu_memory_bound
 from tools.planning.estimation import Candidate, Estimator, NoEstimate, Workload
@@ -110,9 +111,12 @@ def white_box_needed(
 class WhiteBoxGpuMemory:
     """An estimator whose GPU answers carry the white-box peak GPU memory."""
 
-    def __init__(self, inner: Estimator, note: str = "") -> None:
+    def __init__(
+        self, inner: Estimator, note: str = "", traces: TraceFolders | None = None
+    ) -> None:
         self.inner = inner
         self.note = note  # added to the label of GPU answers (e.g. why this time model)
+        self.traces = traces or TraceFolders()  # where the step's traces persist
 
     @property
     def estimator_id(self) -> str:
@@ -138,7 +142,7 @@ class WhiteBoxGpuMemory:
 
         batch = answer.option.batch_size or candidate.batch_size or workload.batch_sizes[0]
         try:
-            peak = memory_peak(workload, batch, candidate.gpus, gpu)
+            peak = memory_peak(workload, batch, candidate.gpus, gpu, self.traces)
         except InvalidInputError as exc:
             return answer.model_copy(
                 update={"label": f"{label}; GPU memory analytic (no white-box trace: {exc})"}
