@@ -32,6 +32,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, cast
@@ -50,13 +51,13 @@ from agents.optimization import Optimization, OptimizationConfig
 from agents.profiling import Profiling, ProfilingConfig
 from agents.promotion import ModelPromotion, PromotionPolicy
 from agents.runtime import Agent, AgentHealth, AgentRunner, Handled, RunnerSettings
-from agents.scheduler import Scheduler, SchedulerConfig
+from agents.scheduler import Scheduler, SchedulerConfig, shared_history
 from agents.topics import ALL_TOPICS, DEFAULT_PARTITIONS, topic_for
 from knowledge_base.checkpoints import checkpoint_store
 from knowledge_base.errors import is_transient
 from knowledge_base.store import KnowledgeBase
 from tools.actuators.base import Executor
-from tools.estimators.gpu.trace_folders import TraceFolders
+from tools.planning.chain import ChainConfig
 
 __all__ = [
     "AGENT_NAMES",
@@ -125,9 +126,10 @@ class CenterConfig(BaseModel):
     profiling: ProfilingConfig = Field(default_factory=ProfilingConfig)
     promotion: PromotionPolicy = Field(default_factory=PromotionPolicy)
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
-    gpu_traces: TraceFolders = Field(
-        default_factory=TraceFolders,
-        description="Where GPU step traces persist (the settings' gpu_traces)",
+    chain: ChainConfig = Field(
+        default_factory=ChainConfig,
+        description="The estimator chain's settings (home, models, GPU traces), the same "
+        "the CLI and the MCP server answer with: every agent that estimates shares it",
     )
 
     @property
@@ -182,7 +184,7 @@ async def build_agent(
         )
         return _version(agent_class, IntelligencePlane)(kb, saver, context)
     if name == "estimation":
-        return _version(agent_class, ResourceEstimation)(kb, config.estimation)
+        return _version(agent_class, ResourceEstimation)(kb, config.estimation, chain=config.chain)
     if name == "optimization":
         return _version(agent_class, Optimization)(kb, executors, config.optimization)
     if name == "profiling":
@@ -193,9 +195,12 @@ async def build_agent(
             scheduler_config = scheduler_config.model_copy(
                 update={"work_dir": config.home / "jobs"}
             )
-        return _version(agent_class, Scheduler)(kb, executors, bus, scheduler_config)
+        history = partial(shared_history, kb, config.chain)
+        return _version(agent_class, Scheduler)(
+            kb, executors, bus, scheduler_config, history=history
+        )
     return _version(agent_class, ModelPromotion)(
-        kb, config.artifacts_dir, policy=config.promotion, gpu_traces=config.gpu_traces
+        kb, config.artifacts_dir, policy=config.promotion, gpu_traces=config.chain.gpu_traces
     )
 
 

@@ -86,14 +86,6 @@ class EstimationConfig(BaseModel):
         default=4.0, gt=1, description="An interval wider than high/low = this is not confident"
     )
     max_estimates: int = Field(default=2000, ge=1, description="Most options in one answer")
-    history_min_jobs: int = Field(default=1000, ge=1, description="To train a history estimator")
-    history_jobs: int = Field(default=50_000, ge=1)
-    history_retrain_growth: float = Field(
-        default=0.1,
-        ge=0,
-        description="Retrain a system's history estimator once its job count has moved by "
-        "this fraction of what it trained on (0: whenever the count moved)",
-    )
 
 
 def estimate_all(
@@ -163,19 +155,16 @@ class ResourceEstimation(Agent[EstimationObservation]):
         config: EstimationConfig | None = None,
         *,
         estimators: EstimatorChain | None = None,
+        chain: ChainConfig | None = None,
     ) -> None:
+        """``chain``: the center's chain settings (``CenterConfig.chain``, the CLI's and
+        the MCP server's too), so the agent's estimates are every door's."""
         self.kb = kb
-        self.config = config = config or EstimationConfig()
-        # The process's one chain (the CLI and MCP share it): histories trained once,
-        # kept until the knowledge base has new jobs.
+        self.config = config or EstimationConfig()
+        # The process's one chain for these settings (the CLI and MCP share it):
+        # histories trained once, kept until the knowledge base has new jobs.
         self.estimators = estimators or shared_chain(
-            kb,
-            config=ChainConfig(
-                history_min_jobs=config.history_min_jobs,
-                history_jobs=config.history_jobs,
-                history_retrain_growth=config.history_retrain_growth,
-            ),
-            promoted=promoted_runtime_estimator,
+            kb, config=chain or ChainConfig(), promoted=promoted_runtime_estimator
         )
 
     async def chain(self, spec: WorkloadSpec, catalog: Catalog, now: datetime) -> list[Estimator]:

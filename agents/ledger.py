@@ -35,6 +35,7 @@ from knowledge_base.records import CascadeSegment, Cost, Plan, PlanStatus, Segme
 from knowledge_base.store import KnowledgeBase
 from tools.actuators.model import JobStatus
 from tools.actuators.monitor import Progress
+from tools.planning.chain import EstimatorChain
 from tools.planning.confirm import Confirmation, Refusal, confirm, draft_option_id
 from tools.planning.cost import DollarRates
 from tools.planning.queue import QueueModel
@@ -178,12 +179,15 @@ async def submit_confirmed(
     rates: DollarRates | None = None,
     queue: QueueModel | None = None,
     text: str = "",
+    chain: EstimatorChain | None = None,
 ) -> SubmitOutcome:
     """Submit the option of the caller's draft ``plan_id`` that they confirmed, unchanged.
 
     The planner runs again, now, only to check that the confirmed option still fits
     (the catalog's limits, the goals' budget and deadline, the queue where ``queue``
-    is given); raises ``SubmissionRefused`` with the reason where it does not.
+    is given), with the caller's estimator ``chain`` (the one that planned it; None:
+    the default settings' chain); raises ``SubmissionRefused`` with the reason where it
+    does not.
     """
     plan = await owned_plan(kb, plan_id, user)
     if plan.status.ended:
@@ -193,7 +197,7 @@ async def submit_confirmed(
     if bus is None:
         raise _no_bus(plan.id, "submitted")
     catalog = await kb.get_catalog()
-    estimators = await gather_estimators(kb, plan.spec, catalog)
+    estimators = await gather_estimators(kb, plan.spec, catalog, chain=chain)
     selection = plan_workload(plan.spec, catalog, estimators, queue=queue, rates=rates)
     verdict = confirm(selection, plan, confirmation, catalog)
     if isinstance(verdict, Refusal):

@@ -69,6 +69,7 @@ from agents.topics import JOBS, PLANS
 from knowledge_base.cas import PlanRaced, update_job, update_plan
 from knowledge_base.store import KnowledgeBase
 from tools.actuators.base import Executor
+from tools.planning.chain import ChainConfig
 
 __all__ = [
     "CancelByName",
@@ -87,6 +88,7 @@ __all__ = [
     "Submit",
     "WatchJob",
     "job_name",
+    "shared_history",
     "update_plan",
 ]
 
@@ -122,7 +124,7 @@ class Scheduler(Sensing, Submission, Rescheduling, QueueOrdering, Agent[Schedule
         }
         # job -> (first progress fraction seen, when): the base of its pace
         self._first_seen: dict[str, tuple[float, datetime]] = {}
-        self.history = history or partial(_shared_history, kb)
+        self.history = history or partial(shared_history, kb, ChainConfig())
         self._orders = {}  # system -> its last order round (queue_order.py)
 
     def decide(self, observation: SchedulerObservation) -> list[Action]:
@@ -162,8 +164,9 @@ class Scheduler(Sensing, Submission, Rescheduling, QueueOrdering, Agent[Schedule
         return emits
 
 
-async def _shared_history(kb: KnowledgeBase, system: str) -> MemoryModel | None:
-    """The process's history estimator of ``system`` (trained once, shared with planning)."""
+async def shared_history(kb: KnowledgeBase, config: ChainConfig, system: str) -> MemoryModel | None:
+    """The process's history estimator of ``system`` in the chain of ``config`` (trained
+    once, shared with planning)."""
     from tools.planning.service import shared_chain
 
-    return await shared_chain(kb).history(system)
+    return await shared_chain(kb, config=config).history(system)

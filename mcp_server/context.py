@@ -17,7 +17,6 @@ from agents.metrics import CenterMetrics
 from knowledge_base.catalog import System
 from knowledge_base.store import KnowledgeBase
 from tools.actuators.base import Executor
-from tools.estimators.gpu.trace_folders import TraceFolders
 from tools.planning.chain import ChainConfig, EstimatorChain, PromotedLoader
 from tools.planning.cost import DollarRates
 
@@ -42,20 +41,12 @@ class ServerDeps:
     promoted: PromotedLoader | None = None
     """Loads Model Promotion's promoted estimator into the estimator chain; None: the
     chain serves without it."""
-    cpu_opcost: Path | None = None
-    """A per-operator CPU model's folder to answer with (None: the shipped one)."""
-    dnn_models: Path | None = None
-    """A DNN estimator bundle's folder to answer with (None: the shipped one)."""
-    gpu_traces: TraceFolders = field(default_factory=TraceFolders)
-    """Where GPU step traces persist (the settings' ``gpu_traces``; default: nowhere)."""
+    chain: ChainConfig | None = None
+    """The estimator chain's settings (``rightsize.wiring.chain_config``: the CLI's and
+    the center's, so every door answers alike); None: the defaults under ``home``."""
 
     def chain_config(self) -> ChainConfig:
-        return ChainConfig(
-            home=self.home,
-            cpu_opcost_dir=self.cpu_opcost,
-            dnn_models_dir=self.dnn_models,
-            gpu_traces=self.gpu_traces,
-        )
+        return self.chain or ChainConfig(home=self.home)
 
 
 @dataclass(slots=True)

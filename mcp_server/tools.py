@@ -397,6 +397,7 @@ async def submit_plan(request: SubmitPlanInput, app: AppContext, user: str) -> S
         Confirmation(option_id=request.option_id, walltime_s=request.walltime_s, cost=request.cost),
         rates=app.deps.rates,
         text=request.request_text,
+        chain=app.chain(),
     )
     return SubmitPlanResult.model_validate(outcome.model_dump())
 

@@ -34,6 +34,7 @@ from rightsize.output import fail
 from rightsize.settings import Settings
 from rightsize.wiring import (
     AUTO_FELL_BACK,
+    chain_config,
     knowledge_base,
     open_executor,
     resolve_executor,
@@ -141,7 +142,7 @@ def center_config(
         home=home,
         embedded=embedded,
         approval=settings.approval,
-        gpu_traces=settings.gpu_trace_folders(),
+        chain=chain_config(settings),
         scheduler=SchedulerConfig(
             checkpoint_overhead_s=settings.checkpoint_overhead_s,
             poll_interval_s=settings.poll_interval_s,

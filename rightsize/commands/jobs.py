@@ -243,13 +243,16 @@ async def _submit(
     settings: Settings, path: Path, option: str, wait: bool, timeout_s: float
 ) -> dict[str, Any]:
     from agents.ledger import SubmissionRefused, submit_confirmed, wait_for, withdraw_draft
+    from rightsize.wiring import chain_config, promoted_loader
     from tools.planning.confirm import Confirmation
-    from tools.planning.service import gather_estimators, plan_workload
+    from tools.planning.service import gather_estimators, plan_workload, shared_chain
 
     spec = load_workload(path)
     async with desk(settings, agents=True) as d:
         catalog = await d.kb.get_catalog()
-        estimators = await gather_estimators(d.kb, spec, catalog)
+        # The chain `rightsize plan` and the center's agents answer with (these settings)
+        chain = shared_chain(d.kb, config=chain_config(settings), promoted=promoted_loader)
+        estimators = await gather_estimators(d.kb, spec, catalog, chain=chain)
         selection = plan_workload(spec, catalog, estimators, rates=_rates(settings))
         chosen = _chosen(selection, option)
         plan_id = f"{spec.name[:40]}-{uuid.uuid4().hex[:12]}"
@@ -263,6 +266,7 @@ async def _submit(
                 spec.user,
                 Confirmation(option_id=chosen.option_id),
                 rates=_rates(settings),
+                chain=chain,
             )
         except RightsizeError as error:
             # This draft was made for this submission only: refused (or failed before

@@ -46,7 +46,7 @@ DEFAULT_HOST = "127.0.0.1"  # mcp_server.server.DEFAULT_HOST (a test checks they
 def deps_for(settings: Settings, *, bus: Bus | None, allow_model_code: bool) -> ServerDeps:
     """The server's view of the settings: the knowledge base, executors, the bus."""
     from mcp_server.context import ServerDeps
-    from rightsize.wiring import knowledge_base, open_executor, promoted_loader
+    from rightsize.wiring import chain_config, knowledge_base, open_executor, promoted_loader
     from tools.planning.cost import DollarRates
 
     @contextlib.asynccontextmanager
@@ -75,9 +75,7 @@ def deps_for(settings: Settings, *, bus: Bus | None, allow_model_code: bool) -> 
         home=settings.home.expanduser(),
         allow_model_code=allow_model_code,
         promoted=promoted_loader,
-        cpu_opcost=settings.cpu_opcost,
-        dnn_models=settings.dnn_models,
-        gpu_traces=settings.gpu_trace_folders(),
+        chain=chain_config(settings),
     )
 
 

@@ -192,3 +192,40 @@ def test_extension_in_place_is_off_unless_the_center_turns_it_on(
     monkeypatch.setenv("RIGHTSIZE_EXTEND_WALLTIME", "true")
     config = center_config(Settings(), ("scheduler",), embedded=True)
     assert config.scheduler.policy.extend_in_place is True
+
+
+async def test_the_centers_agents_estimate_with_the_chain_the_cli_and_mcp_use(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """One chain per settings: the Resource Estimation agent and the Scheduler's memory
+    history are the ``shared_chain`` that ``rightsize plan`` and the MCP server ask."""
+    import contextlib
+
+    from agents.bus.memory import InMemoryBus
+    from agents.center import build_agent
+    from knowledge_base.sqlite import SQLiteKnowledgeBase
+    from mcp_server.context import ServerDeps
+    from rightsize.commands.center import center_config
+    from rightsize.commands.mcp import deps_for
+    from rightsize.settings import Settings
+    from rightsize.wiring import chain_config
+    from tools.planning.service import shared_chain
+
+    monkeypatch.setenv("RIGHTSIZE_HOME", str(tmp_path / "home"))
+    settings = Settings()
+    config = center_config(settings, ("estimation", "scheduler"), embedded=True)
+    assert config.chain == chain_config(settings)
+    assert config.chain.home == tmp_path / "home"
+    deps: ServerDeps = deps_for(settings, bus=None, allow_model_code=True)
+    assert deps.chain_config() == config.chain
+
+    kb = SQLiteKnowledgeBase(tmp_path / "kb.db")
+    try:
+        async with InMemoryBus() as bus, contextlib.AsyncExitStack() as stack:
+            estimation = await build_agent("estimation", kb, {}, bus, config, stack)
+            scheduler = await build_agent("scheduler", kb, {}, bus, config, stack)
+            the_one = shared_chain(kb, config=chain_config(settings))
+            assert estimation.estimators is the_one  # type: ignore[attr-defined]
+            assert scheduler.history.args == (kb, the_one.config)  # type: ignore[attr-defined]
+    finally:
+        await kb.close()
