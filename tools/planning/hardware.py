@@ -60,8 +60,6 @@ _PCIE_GBS = 10.0
 _NVLINK_GBS = 50.0
 INTER_NODE_GBS = 10.0
 
-_TENSOR_CORE_MODELS = re.compile(r"V100|A100|H100|H200|A40|A30|RTX|T4|L40|L4\b", re.IGNORECASE)
-
 
 @dataclass(frozen=True, slots=True)
 class CpuPeak:
@@ -121,7 +119,13 @@ def cpu_peak(node_type: NodeType) -> CpuPeak:
 
 
 def has_tensor_cores(gpu: GPUSpec) -> bool:
-    return gpu.fp16_tensor_tflops is not None or bool(_TENSOR_CORE_MODELS.search(gpu.model))
+    """A tensor-core peak in the catalog, else an architecture with tensor cores."""
+    from tools.estimators.gpu.specs import TENSOR_CORE_ARCHITECTURES, gpu_architecture
+
+    return (
+        gpu.fp16_tensor_tflops is not None
+        or gpu_architecture(gpu.model) in TENSOR_CORE_ARCHITECTURES
+    )
 
 
 def gpu_link_gbs(gpu: GPUSpec) -> float:

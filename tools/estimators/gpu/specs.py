@@ -36,14 +36,17 @@ from knowledge_base.catalog import Catalog, GPUSpec
 from knowledge_base.errors import InvalidInputError
 
 __all__ = [
+    "ARCHITECTURES",
     "DATASHEETS",
     "DATASHEET_GPUS",
     "SPEC_FIELDS",
+    "TENSOR_CORE_ARCHITECTURES",
     "Datasheet",
     "GpuSpec",
     "catalog_gpus",
     "datasheet",
     "datasheet_spec",
+    "gpu_architecture",
     "load_spec_file",
     "nameable_gpus",
     "resolve_gpu_name",
@@ -301,6 +304,57 @@ DATASHEETS: tuple[Datasheet, ...] = (
 )
 
 DATASHEET_GPUS: tuple[str, ...] = tuple(row.name for row in DATASHEETS)
+
+
+# The architecture of a GPU model by a part of its name, most specific first (the first
+# part found in the name, case-insensitive, wins): for cards beyond the datasheet rows
+# too (an A40, a GeForce RTX), since what an architecture implies (the CUDA context's
+# size, tensor cores) holds for every card of it.
+ARCHITECTURES: tuple[tuple[str, str], ...] = (
+    ("GH200", "hopper"),
+    ("H100", "hopper"),
+    ("H200", "hopper"),
+    ("L40", "ada"),
+    ("L4", "ada"),
+    ("Ada Generation", "ada"),
+    ("RTX 6000 Ada", "ada"),
+    ("RTX 5000 Ada", "ada"),
+    ("RTX 4000 Ada", "ada"),
+    ("GeForce RTX 40", "ada"),
+    ("A100", "ampere"),
+    ("A30", "ampere"),
+    ("A40", "ampere"),
+    ("A10", "ampere"),
+    ("RTX A", "ampere"),
+    ("GeForce RTX 30", "ampere"),
+    ("GeForce RTX 20", "turing"),
+    ("Quadro RTX", "turing"),
+    ("RTX 4000", "turing"),
+    ("RTX 5000", "turing"),
+    ("RTX 6000", "turing"),
+    ("RTX 8000", "turing"),
+    ("T4", "turing"),
+    ("V100", "volta"),
+    ("P100", "pascal"),
+    ("P40", "pascal"),
+    ("P4", "pascal"),
+    ("K80", "kepler"),
+    ("K40", "kepler"),
+)
+
+# Architectures whose cards have tensor cores (Volta onwards).
+TENSOR_CORE_ARCHITECTURES = frozenset({"volta", "turing", "ampere", "ada", "hopper"})
+
+
+def gpu_architecture(model: str) -> str | None:
+    """The architecture of a GPU model's name (``ARCHITECTURES``; None when unknown)."""
+    lowered = model.lower()
+    for part, architecture in ARCHITECTURES:
+        if part.lower() in lowered:
+            return architecture
+    return None
+
+
 """The datasheet GPUs' exact names, in the table's order."""
 
 

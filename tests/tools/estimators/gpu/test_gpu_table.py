@@ -133,3 +133,36 @@ def test_neusight_s_t4_differs_from_the_table_s_in_memory_only(shared_data: Path
         exclude={"name", "memory_gb"}
     )
     assert (neusight.memory_gb, sheet.memory_gb) == (15, 16)
+
+
+@pytest.mark.parametrize(
+    ("model", "architecture", "tensor_cores"),
+    [
+        ("NVIDIA H100 PCIe 80GB", "hopper", True),
+        ("NVIDIA L40S", "ada", True),
+        ("NVIDIA RTX 6000 Ada Generation", "ada", True),
+        ("NVIDIA Quadro RTX 6000", "turing", True),
+        ("NVIDIA RTX 4000", "turing", True),
+        ("NVIDIA GeForce RTX 3090", "ampere", True),
+        ("NVIDIA A40", "ampere", True),
+        ("NVIDIA Tesla P100 PCIe 16GB", "pascal", False),
+        ("NVIDIA Tesla K80 (one GK210)", "kepler", False),
+        ("Voodoo 5", None, False),
+    ],
+)
+def test_one_table_gives_a_cards_architecture_to_every_reader(
+    model: str, architecture: str | None, tensor_cores: bool
+) -> None:
+    from knowledge_base.catalog import GPUSpec
+    from tools.estimators.gpu.memory.context import gpu_generation
+    from tools.estimators.gpu.specs import gpu_architecture
+    from tools.planning.hardware import has_tensor_cores
+
+    assert gpu_architecture(model) == gpu_generation(model) == architecture
+    assert has_tensor_cores(GPUSpec(model=model)) is tensor_cores
+
+
+def test_every_datasheet_gpu_has_an_architecture() -> None:
+    from tools.estimators.gpu.specs import DATASHEETS, gpu_architecture
+
+    assert all(gpu_architecture(row.name) is not None for row in DATASHEETS)

@@ -66,39 +66,13 @@ CONTEXT_MB: dict[str, float] = {
     "hopper": 810.0,
 }
 
-# (pattern on the catalog's GPU model, generation), most specific first.
-_GENERATIONS = (
-    ("H100", "hopper"),
-    ("H200", "hopper"),
-    ("GH200", "hopper"),
-    ("L4", "ada"),
-    ("L40", "ada"),
-    ("RTX 6000 Ada", "ada"),
-    ("A100", "ampere"),
-    ("A30", "ampere"),
-    ("A40", "ampere"),
-    ("A10", "ampere"),
-    ("RTX A", "ampere"),
-    ("RTX 5000", "turing"),
-    ("RTX 6000", "turing"),
-    ("Quadro RTX", "turing"),
-    ("T4", "turing"),
-    ("V100", "volta"),
-    ("P100", "pascal"),
-    ("P40", "pascal"),
-    ("P4", "pascal"),
-    ("K80", "kepler"),
-    ("K40", "kepler"),
-)
-
 
 def gpu_generation(model: str) -> str | None:
-    """The architecture of a catalog GPU model name (None when unknown)."""
-    lowered = model.lower()
-    for pattern, generation in _GENERATIONS:
-        if pattern.lower() in lowered:
-            return generation
-    return None
+    """The architecture of a catalog GPU model name (None when unknown), from the one GPU
+    table (``tools.estimators.gpu.specs.ARCHITECTURES``)."""
+    from tools.estimators.gpu.specs import gpu_architecture
+
+    return gpu_architecture(model)
 
 
 _MEASURED = {"hopper": "measured on an H100 (PyTorch 2.11, CUDA 13.0)"}
