@@ -8,9 +8,8 @@ Model Promotion as stored profiles and as ``job.finished`` events of planned GPU
 
 from __future__ import annotations
 
-import random
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -37,31 +36,20 @@ from knowledge_base.seed import load_seed_catalog
 from knowledge_base.workload import DNNTraining, Goals, WorkloadSpec
 from tests.agents.harness import MiniCenter
 from tests.tools.conftest import opcost_of
+from tests.tools.estimators.gpu.measured import (
+    A100,
+    START,
+    V100,
+    small_cnn,
+    store_measurements,
+)
 from tools.estimators.gpu.correction import (
     GPU_CORRECTION_TARGET,
     GPU_STEP_FAMILY,
     load_correction,
-    measurement_record,
-    predicted_step_s,
 )
-from tools.estimators.gpu.specs import catalog_gpus
 from tools.planning.chain import EstimatorChain
 from tools.planning.service import plan_workload
-
-REPO = Path(__file__).resolve().parents[2]
-V100 = "NVIDIA Tesla V100 (Volta)"
-A100 = "NVIDIA A100 80GB"
-START = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def _workload(batch: int = 64) -> DNNTraining:
-    return DNNTraining(
-        model=str(REPO / "examples/models/small_cnn.py"),
-        model_class="SmallCNN",
-        dataset_samples=50_000,
-        epochs=4,
-        batch_sizes=[batch],
-    )
 
 
 @pytest.fixture
@@ -69,29 +57,6 @@ async def center(tmp_path: Path) -> AsyncIterator[MiniCenter]:
     async with MiniCenter(tmp_path) as c:
         await c.kb.put_catalog(load_seed_catalog())
         yield c
-
-
-async def _measure(center: MiniCenter, factors: list[tuple[str, float]], seed: int = 3) -> None:
-    """Store one measurement per (GPU, factor), a minute apart, oldest first."""
-    gpus = catalog_gpus(await center.kb.get_catalog())
-    rng = random.Random(seed)
-    records = []
-    for n, (gpu, factor) in enumerate(factors):
-        batch = [32, 64, 128][n % 3]
-        predicted = predicted_step_s(_workload(batch), batch, 1, gpus[gpu])
-        records.append(
-            measurement_record(
-                f"m{seed}-{n}",
-                _workload(batch),
-                batch_size=batch,
-                gpus=1,
-                gpu_model=gpu,
-                step_s=predicted * factor * rng.uniform(0.95, 1.05),
-                source="profiling",
-                created_at=START + timedelta(minutes=n + 100 * seed),
-            )
-        )
-    await center.kb.add_profiles(records)
 
 
 async def _retrain(center: MiniCenter) -> EstimatorDecision:
@@ -123,7 +88,7 @@ async def test_a_correction_that_lowers_the_held_out_error_is_promoted(
     center: MiniCenter, tmp_path: Path
 ) -> None:
     await center.start(ModelPromotion(center.kb, tmp_path / "estimators"))
-    await _measure(center, [(V100, 1.6), (A100, 1.0)] * 6)
+    await store_measurements(center.kb, [(V100, 1.6), (A100, 1.0)] * 6)
     decision = await _retrain(center)
     assert decision.decision == "promoted", decision.reason
     assert decision.candidate_error is not None and decision.incumbent_error is not None
@@ -139,7 +104,7 @@ async def test_a_correction_that_lowers_the_held_out_error_is_promoted(
     # The planner's chain serves the corrected per-operator model from the next request.
     chain = EstimatorChain(center.kb)
     spec = WorkloadSpec(
-        name="cnn", user="alice", workload=_workload(64), goals=Goals(systems=["pitzer"])
+        name="cnn", user="alice", workload=small_cnn(64), goals=Goals(systems=["pitzer"])
     )
     catalog = await center.kb.get_catalog()
     estimators = await chain.estimators(spec, catalog)
@@ -160,7 +125,7 @@ async def test_a_correction_that_errs_more_on_held_out_runs_is_kept_out_saying_w
 ) -> None:
     await center.start(ModelPromotion(center.kb, tmp_path / "estimators"))
     # old runs 2x slow (a driver since fixed), the newest as the model predicts
-    await _measure(center, [(V100, 2.0)] * 7 + [(V100, 1.0)] * 3)
+    await store_measurements(center.kb, [(V100, 2.0)] * 7 + [(V100, 1.0)] * 3)
     decision = await _retrain(center)
     assert decision.decision == "rejected", decision.reason
     assert "kept the per-operator model as shipped" in decision.reason
@@ -177,7 +142,7 @@ async def test_a_finished_gpu_job_of_a_plan_becomes_a_measurement(
     await center.start(ModelPromotion(center.kb, tmp_path / "estimators"))
     catalog = await center.kb.get_catalog()
     node = next(n for n in catalog.system("pitzer").node_types if n.gpu and n.gpu.model == V100)
-    workload = _workload(64)
+    workload = small_cnn(64)
     plan = Plan(
         id="plan-gpu-1",
         user="alice",
@@ -212,7 +177,7 @@ def test_a_profiling_run_on_a_gpu_is_stored_as_a_gpu_step_measurement() -> None:
     plan = Plan(
         id="profile-abc",
         user="alice",
-        spec=WorkloadSpec(name="cnn", user="alice", workload=_workload(64)),
+        spec=WorkloadSpec(name="cnn", user="alice", workload=small_cnn(64)),
         status=PlanStatus.COMPLETED,
         option=PlanOption(
             system="pitzer", partition="gpudebug", node_type="skylake-40core-dual-gpu",
@@ -237,7 +202,7 @@ def test_a_profiling_run_on_a_gpu_is_stored_as_a_gpu_step_measurement() -> None:
     [measured] = [p for p in stored if p.family == GPU_STEP_FAMILY]
     assert measured.iteration_s == 0.031 and measured.hardware["gpu_model"] == V100
     assert measured.config["source"] == "profiling" and measured.config["batch_size"] == 64
-    assert DNNTraining.model_validate_json(str(measured.config["workload"])) == _workload(64)
+    assert DNNTraining.model_validate_json(str(measured.config["workload"])) == small_cnn(64)
     # a CPU run stores no GPU measurement
     cpu = observation.model_copy(update={"gpu_model": None})
     assert all(a.profile.family != GPU_STEP_FAMILY for a in agent.decide(cpu)
@@ -255,7 +220,7 @@ async def test_the_promotion_event_makes_resource_estimation_serve_the_new_corre
 
     agent = ResourceEstimation(center.kb, estimators=EstimatorChain(center.kb))
     spec = WorkloadSpec(
-        name="cnn", user="alice", workload=_workload(64), goals=Goals(systems=["pitzer"])
+        name="cnn", user="alice", workload=small_cnn(64), goals=Goals(systems=["pitzer"])
     )
     catalog = await center.kb.get_catalog()
 

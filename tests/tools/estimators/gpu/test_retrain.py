@@ -4,8 +4,7 @@
 
 from __future__ import annotations
 
-import random
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -20,12 +19,17 @@ from knowledge_base.records import (
 )
 from knowledge_base.seed import load_seed_catalog
 from knowledge_base.sqlite import SQLiteKnowledgeBase
-from knowledge_base.workload import DNNTraining, WorkloadSpec
+from knowledge_base.workload import WorkloadSpec
+from tests.tools.estimators.gpu.measured import (
+    A100,
+    START,
+    V100,
+    small_cnn,
+    store_measurements,
+)
 from tools.estimators.gpu.correction import (
     GPU_STEP_FAMILY,
     load_correction,
-    measurement_record,
-    predicted_step_s,
 )
 from tools.estimators.gpu.retrain import (
     CorrectionTrial,
@@ -34,53 +38,15 @@ from tools.estimators.gpu.retrain import (
     record_finished_gpu_job,
     trial_correction,
 )
-from tools.estimators.gpu.specs import catalog_gpus
 from tools.estimators.gpu.trace_folders import TraceFolders
 from tools.estimators.gpu.workload_trace import clear_caches
-
-REPO = Path(__file__).resolve().parents[4]
-V100 = "NVIDIA Tesla V100 (Volta)"
-A100 = "NVIDIA A100 80GB"
-START = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def _workload(batch: int = 64) -> DNNTraining:
-    return DNNTraining(
-        model=str(REPO / "examples/models/small_cnn.py"),
-        model_class="SmallCNN",
-        dataset_samples=50_000,
-        epochs=4,
-        batch_sizes=[batch],
-    )
-
-
-async def _measure(kb: SQLiteKnowledgeBase, factors: list[tuple[str, float]]) -> None:
-    gpus = catalog_gpus(await kb.get_catalog())
-    rng = random.Random(3)
-    records = []
-    for n, (gpu, factor) in enumerate(factors):
-        batch = [32, 64, 128][n % 3]
-        predicted = predicted_step_s(_workload(batch), batch, 1, gpus[gpu])
-        records.append(
-            measurement_record(
-                f"m-{n}",
-                _workload(batch),
-                batch_size=batch,
-                gpus=1,
-                gpu_model=gpu,
-                step_s=predicted * factor * rng.uniform(0.95, 1.05),
-                source="profiling",
-                created_at=START + timedelta(minutes=n),
-            )
-        )
-    await kb.add_profiles(records)
 
 
 async def test_no_trial_without_two_usable_measurements(sqlite_kb: SQLiteKnowledgeBase) -> None:
     await sqlite_kb.put_catalog(load_seed_catalog())
     none = await trial_correction(sqlite_kb, holdout_fraction=0.3)
     assert isinstance(none, NoTrial) and "no GPU step measurements" in none.reason
-    await _measure(sqlite_kb, [(V100, 1.6)])
+    await store_measurements(sqlite_kb, [(V100, 1.6)])
     one = await trial_correction(sqlite_kb, holdout_fraction=0.3)
     assert isinstance(one, NoTrial) and one.rows == 1 and "fewer than 2" in one.reason
 
@@ -89,7 +55,7 @@ async def test_a_trial_scores_the_correction_on_the_newest_measurements_and_reco
     sqlite_kb: SQLiteKnowledgeBase, tmp_path: Path
 ) -> None:
     await sqlite_kb.put_catalog(load_seed_catalog())
-    await _measure(sqlite_kb, [(V100, 1.6), (A100, 1.0)] * 6)
+    await store_measurements(sqlite_kb, [(V100, 1.6), (A100, 1.0)] * 6)
     traces = TraceFolders(tmp_path / "traces")
     clear_caches()  # the measurements' predictions traced the model already
     trial = await trial_correction(sqlite_kb, holdout_fraction=0.3, traces=traces)
@@ -123,7 +89,7 @@ async def test_a_finished_gpu_job_of_a_plan_becomes_a_measurement(
     plan = Plan(
         id="plan-gpu-1",
         user="alice",
-        spec=WorkloadSpec(name="cnn", user="alice", workload=_workload(64)),
+        spec=WorkloadSpec(name="cnn", user="alice", workload=small_cnn(64)),
         status=PlanStatus.RUNNING,
         option=PlanOption(
             system="pitzer", partition="gpuserial", node_type=node.name, nodes=1,
