@@ -7,7 +7,6 @@ test needs a shift it controls: 30% longer run times from one day on.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -34,31 +33,13 @@ from agents.promotion import (
     mape,
 )
 from knowledge_base.errors import NotFoundError
-from knowledge_base.records import EstimatorStatus, JobRecord, JobState
+from knowledge_base.records import EstimatorStatus, JobRecord
 from knowledge_base.sqlite import SQLiteKnowledgeBase
 from knowledge_base.store import JobQuery
 from tests.agents.harness import MiniCenter
+from tests.tools.estimators.promoted.jobs import job
 
-BASE = {"lmp": 1800.0, "gromacs": 600.0, "vasp": 5400.0}
 START = datetime.now(UTC) - timedelta(days=20)
-
-
-def job(n: int, at: datetime, *, shift: float = 1.0, rng: random.Random) -> JobRecord:
-    app = list(BASE)[n % 3]
-    cores = [4, 8, 16, 32][n % 4]
-    run_s = BASE[app] * (16 / cores) ** 0.5 * shift * math.exp(rng.gauss(0, 0.1))
-    return JobRecord(
-        job_id=str(n),
-        system="testcluster",
-        application=app,
-        state=JobState.COMPLETED,
-        submit_time=at,
-        start_time=at,
-        end_time=at + timedelta(seconds=run_s),
-        run_s=round(run_s),
-        requested_cores=cores,
-        requested_walltime_s=4 * 3600,
-    )
 
 
 async def feed(center: MiniCenter, jobs: Sequence[JobRecord]) -> None:

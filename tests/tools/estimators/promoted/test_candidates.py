@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from knowledge_base.errors import InvalidInputError
-from knowledge_base.records import EstimatorStatus, JobRecord, JobState
+from knowledge_base.records import EstimatorStatus, JobRecord
+from tests.tools.estimators.promoted.jobs import job
 from tools.estimators.promoted.candidates import (
     Shadowed,
     best_candidate,
@@ -27,31 +27,11 @@ from tools.estimators.promoted.runtime import (
 )
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
-BASE = {"lmp": 1800.0, "gromacs": 600.0, "vasp": 5400.0}
 
 
 def _jobs(count: int, seed: int = 1) -> list[JobRecord]:
     rng = random.Random(seed)
-    found = []
-    for n in range(count):
-        app, cores = list(BASE)[n % 3], [4, 8, 16, 32][n % 4]
-        run_s = BASE[app] * (16 / cores) ** 0.5 * math.exp(rng.gauss(0, 0.1))
-        at = START + timedelta(minutes=30 * n)
-        found.append(
-            JobRecord(
-                job_id=str(n),
-                system="testcluster",
-                application=app,
-                state=JobState.COMPLETED,
-                submit_time=at,
-                start_time=at,
-                end_time=at + timedelta(seconds=run_s),
-                run_s=round(run_s),
-                requested_cores=cores,
-                requested_walltime_s=4 * 3600,
-            )
-        )
-    return found
+    return [job(n, START + timedelta(minutes=30 * n), rng=rng) for n in range(count)]
 
 
 def test_a_candidate_is_scored_on_the_held_out_jobs_only() -> None:
