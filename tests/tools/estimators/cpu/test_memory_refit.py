@@ -1,5 +1,6 @@
-"""The memory hybrid: its base counts the activations' live peak, not the gradients a
-second time; it takes no GNN inputs, so it is refitted and validated alone."""
+"""The memory hybrid: its base's live term is the live peak keeping the gradients or the
+activations' alone, its state weight held at 1; it takes no GNN inputs, so it is
+refitted and validated alone."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import pytest
 
 from tools.estimators.cpu.bundle import (
     GNN_COLUMNS,
+    MEMORY_STATE_WEIGHT,
     TARGETS,
     EstimatorBundle,
     example_inputs,
+    fit_linear_base,
     split_validation,
 )
 from tools.estimators.cpu.dataset import GRAPH_FORMAT, Example, GraphStore
@@ -34,7 +37,7 @@ def _item(**summary: float) -> FeatureInput:
     )
 
 
-def test_the_memory_base_counts_the_activations_live_peak_not_the_kept_gradients() -> None:
+def test_the_memory_base_takes_the_live_peak_with_or_without_the_kept_gradients() -> None:
     item = _item(
         parameter_bytes=64 * _MIB, peak_live_bytes=65 * _MIB, peak_activation_bytes=9 * _MIB
     )
@@ -44,7 +47,19 @@ def test_the_memory_base_counts_the_activations_live_peak_not_the_kept_gradients
     assert (both["live"], both["activations"]) == (pytest.approx(65.0), pytest.approx(9.0))
     # the state holds the gradients once: weights, gradients, momentum
     assert memory_terms(item)["state"] == pytest.approx(3 * 64)
-    assert analytic_terms(item)["peak_memory_mb"][-1] == pytest.approx(9.0)
+    assert analytic_terms(item, "activations")["peak_memory_mb"][-1] == pytest.approx(9.0)
+    assert analytic_terms(item)["peak_memory_mb"][-1] == pytest.approx(memory_terms(item)["live"])
+
+
+def test_the_memory_base_holds_the_state_at_one_and_fits_the_rest(
+    small_examples: list[Example], graph_store: GraphStore
+) -> None:
+    items = example_inputs(small_examples, graph_store)
+    weights = fit_linear_base(small_examples, items)
+    assert MEMORY_STATE_WEIGHT is not None
+    assert weights["peak_memory_mb"][1] == MEMORY_STATE_WEIGHT
+    assert weights["peak_memory_mb"][0] > 0  # the process baseline, fitted
+    assert all(w >= 0 for w in weights["peak_memory_mb"])
 
 
 def test_stored_graphs_are_named_by_their_format(graph_store: GraphStore) -> None:
