@@ -264,7 +264,7 @@ def _memory_study(rest: Sequence[Example], store: GraphStore) -> None:
     from tools.estimators.cpu.memory_refit import fit_memory_hybrid
 
     chosen, state_weight = features.MEMORY_LIVE, bundle.MEMORY_STATE_WEIGHT
-    variants = [(live, None) for live in ("live", "activations", "both")]
+    variants: list[tuple[str, float | None]] = [(v, None) for v in ("live", "activations", "both")]
     variants += [(live, 1.0) for live in ("live", "activations")]
     for live, state in variants:
         features.MEMORY_LIVE = live  # type: ignore[assignment]
