@@ -7,6 +7,8 @@ all and with 20% of the training data; plus the cross-hardware result on Gavel's
     python benchmarks/estimators.py --quick              # a smoke run (few epochs)
     python benchmarks/estimators.py --base-study         # the hybrid's base, validated (~10 min)
     python benchmarks/estimators.py --fold-study         # new-family folds, validated nested
+    python benchmarks/estimators.py --memory-study       # the memory base's live peak
+    python benchmarks/estimators.py --refit-memory data/dnn_profiles/models   # refit memory
 
 Data: ``data/dnn_profiles/cpu_sweep.jsonl`` (status ``ok`` rows; crashes and OOMs are out).
 Protocol, fixed before any test figure was looked at:
@@ -69,6 +71,7 @@ from tools.estimators.cpu.bundle import (  # noqa: E402
     HYBRID_GNN,
     HYBRID_PARAMS,
     KINDS,
+    base_logs,
     example_inputs,
     family_folds,
     raw_quantiles,
@@ -251,6 +254,80 @@ def _base_study(examples: Sequence[Example], rest: Sequence[Example], store: Gra
             )
 
 
+def _memory_study(rest: Sequence[Example], store: GraphStore) -> None:
+    """The memory base's live-peak term (``features.MEMORY_LIVE``: the activations' live
+    peak, the live peak keeping the gradients, or both) and its state weight (fitted, or
+    1: ``bundle.MEMORY_STATE_WEIGHT``) on the benchmark's training data
+    only (its test rows are never predicted): one fold per family group held out, each
+    predicted by the memory hybrid (no GNN inputs) and by its linear base alone, fitted
+    on the other groups; p50 MAPE % and the worst family group's."""
+    from tools.estimators.cpu import bundle, features
+    from tools.estimators.cpu.memory_refit import fit_memory_hybrid
+
+    chosen, state_weight = features.MEMORY_LIVE, bundle.MEMORY_STATE_WEIGHT
+    variants: list[tuple[str, float | None]] = [(v, None) for v in ("live", "activations", "both")]
+    variants += [(live, 1.0) for live in ("live", "activations")]
+    for live, state in variants:
+        features.MEMORY_LIVE = live  # type: ignore[assignment]
+        bundle.MEMORY_STATE_WEIGHT = state
+        try:
+            errors: dict[str, list[np.ndarray]] = {"base": [], "hybrid": []}
+            worst: dict[str, float] = {"base": 0.0, "hybrid": 0.0}
+            weights: list[float] = []
+            for held in family_folds(rest):
+                inside = [e for e in rest if e.family not in held]
+                outside = [e for e in rest if e.family in held]
+                model = fit_memory_hybrid(inside, store)
+                truth = _truth(outside, "peak_memory_mb")
+                items = example_inputs(outside, store)
+                base = np.exp(base_logs(items, model.weights)["peak_memory_mb"])
+                hybrid = np.exp(model.raw(outside, store)[:, 1])
+                for kind, p50 in (("base", base), ("hybrid", hybrid)):
+                    ape = np.abs(p50 - truth) / truth
+                    errors[kind].append(ape)
+                    worst[kind] = max(worst[kind], float(np.mean(ape)) * 100)
+                weights = model.weights["peak_memory_mb"]
+            figures = ", ".join(
+                f"{kind} {np.mean(np.concatenate(e)) * 100:.2f}% (worst family group "
+                f"{worst[kind]:.1f}%)"
+                for kind, e in errors.items()
+            )
+            print(
+                f"memory base live={live}, state weight {state or 'fitted'}: {figures}; "
+                "last fold's base weights "
+                f"{[round(w, 3) for w in weights]}",
+                flush=True,
+            )
+        finally:
+            features.MEMORY_LIVE, bundle.MEMORY_STATE_WEIGHT = chosen, state_weight
+
+
+def _refit_memory(folder: Path, examples: Sequence[Example], store: GraphStore) -> None:
+    """Refit the memory hybrid of the bundle in ``folder`` on ``examples`` (the data it
+    was trained on) and write its files back (the other estimators' files untouched)."""
+    from tools.estimators.cpu.bundle import EstimatorBundle
+    from tools.estimators.cpu.memory_refit import refit_memory
+
+    bundle = EstimatorBundle.load(folder)
+    before = bundle.meta.validation["peak_memory_mb"]["hybrid"].mape
+    figures = refit_memory(bundle, examples, store)
+    bundle.hybrid["peak_memory_mb"].save(folder / "hybrid_peak_memory_mb.ubj.gz")
+    (folder / "bundle.json").write_text(bundle.meta.model_dump_json(indent=1))
+    ranking = [
+        f"{r.name} (under {r.under_predictions}, over {r.over_error_pct:.1f}%, "
+        f"p50 {r.central_mape_pct or 0:.1f}%)"
+        for r in bundle.meta.ranking["peak_memory_mb"]
+    ]
+    print(
+        f"memory hybrid refitted in {folder}: new-family p50 MAPE {before:.2f}% -> "
+        f"{figures.get('new_family_mape', float('nan')):.2f}%, in family "
+        f"{figures.get('in_family_mape', float('nan')):.2f}%; base weights "
+        f"{[round(w, 3) for w in bundle.meta.hybrid_base['peak_memory_mb']]}; "
+        f"new-family ranking: {'; '.join(ranking)}",
+        flush=True,
+    )
+
+
 _HeldOut = tuple[list[Example], dict[str, dict[str, np.ndarray]]]
 
 
@@ -421,6 +498,18 @@ def main() -> None:
         help="Only check the new-family calibration folds (3 or one per group), nested, "
         "on training data",
     )
+    parser.add_argument(
+        "--memory-study",
+        action="store_true",
+        help="Only validate the memory base's live-peak term on training data",
+    )
+    parser.add_argument(
+        "--refit-memory",
+        type=Path,
+        default=None,
+        metavar="FOLDER",
+        help="Only refit the memory hybrid of the bundle in FOLDER on the whole dataset",
+    )
     parser.add_argument("--json", type=Path, default=None, help="Also write figures here")
     parser.add_argument(
         "--shared-data", type=Path, default=REPO.parent / "shared" / "data" / "dnn_profiles"
@@ -444,7 +533,13 @@ def main() -> None:
     floor = noise_floor(examples)
     floor_by_threads = {t: noise_floor([e for e in examples if e.threads == t]) for t in (1, 2)}
 
+    if args.refit_memory is not None:
+        _refit_memory(args.refit_memory, examples, store)
+        return
     rest, test = split_validation(examples, 0.2, seed=0)
+    if args.memory_study:
+        _memory_study(rest, store)
+        return
     if args.base_study:
         _base_study(examples, rest, store)
         return

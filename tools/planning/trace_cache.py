@@ -22,7 +22,7 @@ __all__ = ["TraceCache", "file_digest"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_FORMAT = 3  # bump when what is cached changes shape or a pickled class moves
+_FORMAT = 4  # bump when what is cached changes shape or a pickled class moves
 
 
 def file_digest(path: Path) -> str:

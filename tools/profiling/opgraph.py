@@ -203,6 +203,10 @@ class OpGraph:
     peak_live_bytes: float
     parameters: int
     totals: dict[str, float] = field(default_factory=dict)
+    # the live peak of the step's intermediate tensors without the step's outputs (the
+    # gradients), each freed after its last reader: what the activations need on top of
+    # the model state (``peak_live_bytes`` keeps every gradient to the end of the step)
+    peak_activation_bytes: float = 0.0
 
     @property
     def flops(self) -> float:
@@ -218,6 +222,7 @@ class OpGraph:
             "batch_bytes": self.batch_bytes,
             "saved_activation_bytes": self.saved_activation_bytes,
             "peak_live_bytes": self.peak_live_bytes,
+            "peak_activation_bytes": self.peak_activation_bytes,
             "parameters": float(self.parameters),
         }
         for phase in ("forward", "backward"):
@@ -641,6 +646,7 @@ def _build(graph: GraphModule, n_params: int, n_buffers: int, parameters: int) -
         saved_activation_bytes=saved,
         peak_live_bytes=peak,
         parameters=parameters,
+        peak_activation_bytes=_peak_live(compute, storage_readers, set()),
     )
 
 
@@ -658,7 +664,9 @@ def _first_views(inputs: list[Node], base: dict[Node, Node], counted: set[Node])
 
 
 def _peak_live(compute: list[Node], readers: dict[Node, list[int]], kept: set[Node]) -> float:
-    """Peak bytes of intermediate tensors alive when the step runs in graph order."""
+    """Peak bytes of intermediate tensors alive when the step runs in graph order; those
+    in ``kept`` (the step's outputs) stay alive to its end, the others are freed after
+    their last reader (an unread one right after it is made)."""
     last_read = {node: max(positions) for node, positions in readers.items()}
     frees: dict[int, float] = {}
     live = peak = 0.0

@@ -97,3 +97,26 @@ def test_the_analytic_estimates_are_the_sums_of_their_terms() -> None:
     expected = memory["state"] + memory["buffers"] + memory["batch"]
     expected += max(memory["saved"], memory["live"])
     assert analytic_memory_mb(summary, "adam") == pytest.approx(expected)
+
+
+def _wide_mlp_task(batch: int) -> TrainingTask:
+    with torch.device("meta"):
+        return family("mlp").task(
+            {"depth": 2, "width": 512, "features": 512, "num_classes": 10}, batch
+        )
+
+
+def test_the_activations_live_peak_leaves_out_the_gradients_the_live_peak_keeps() -> None:
+    # Large weights, a small batch: the step's gradients outlive every activation.
+    small = op_graph(_wide_mlp_task(2))
+    assert small.peak_live_bytes >= small.parameter_bytes  # every gradient kept to the end
+    # what is left: the activations and one gradient at a time (the largest, 1 MiB)
+    assert small.peak_activation_bytes < 0.6 * small.parameter_bytes
+    assert small.summary()["peak_activation_bytes"] == small.peak_activation_bytes
+    # The activations grow with the batch where the gradients do not.
+    large = op_graph(_wide_mlp_task(256))
+    growth = large.peak_activation_bytes - small.peak_activation_bytes
+    assert growth > large.peak_live_bytes - small.peak_live_bytes > 0
+    assert growth > 0.5 * 254 * 4 * (512 + 512 + 10)  # about a sample's layer outputs each
+    for graph in (small, large):
+        assert 0 < graph.peak_activation_bytes <= graph.peak_live_bytes

@@ -7,6 +7,7 @@
     gnn               white-box GNN (GraphSAGE, in-house) over the op graph + hardware features
     bundle            black-box, white-box and hybrid trained together; calibration,
                       HARP selection, saving and loading
+    memory_refit      the memory hybrid refitted and validated alone (no GNN inputs)
     calibration       split-conformal widening of intervals; the safety factor
     selection         HARP's rule: fewest under-predictions, then lowest over-prediction
     metrics           MAPE, under-prediction rate, coverage

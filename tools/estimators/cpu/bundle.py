@@ -81,18 +81,23 @@ from tools.estimators.cpu.selection import Ranked, harp_select
 
 __all__ = [
     "HYBRID_BASE",
+    "HYBRID_MEMORY_GNN",
     "KINDS",
     "LINKED_FAMILIES",
+    "MEMORY_STATE_WEIGHT",
     "TARGETS",
     "BundleMeta",
     "Domain",
     "EstimatorBundle",
     "Prediction",
     "Regime",
+    "base_logs",
     "config_folds",
     "example_inputs",
     "family_folds",
     "fit_linear_base",
+    "hybrid_input_names",
+    "hybrid_matrix",
     "raw_quantiles",
     "split_validation",
     "train_bundle",
@@ -108,6 +113,12 @@ HYBRID_GROUPS = ("hardware", "graph", "analytic")
 # Whether the hybrid also takes the GNN's (out-of-fold) estimates as inputs. Kept: on the
 # new-family validation (training data only) the hybrid without them was worse.
 HYBRID_GNN = True
+# Whether the memory hybrid takes them too. Not: the GNN's memory is the analytic memory
+# times a learned factor, which the hybrid's fitted base and inputs already carry (on the
+# zoo's new-family validation 5.9% without them against 5.7% with them, the same base),
+# and without them the memory hybrid is refitted and validated alone in minutes
+# (``memory_refit``), where retraining the GNNs takes hours on two shared cores.
+HYBRID_MEMORY_GNN = False
 # The hybrid's XGBoost settings over ``quantile.DEFAULT_PARAMS``: trees of depth 3 rather
 # than 6 (smoother corrections, fewer splits that single out one family's graphs); chosen
 # on the new-family validation of the benchmark's training folds, not on its test rows.
@@ -118,6 +129,15 @@ HYBRID_PARAMS: dict[str, Any] = {"max_depth": 3}
 # folds; docs/estimators.md, section 4): memory 3.9% -> 3.0% in-family, 14.3% -> 8.4% on
 # new families; time 15.5% -> 15.3% and 28.6% -> 27.7%.
 HYBRID_BASE: Literal["linear", "analytic"] = "linear"
+# The linear memory base's weight on the model state (weights, gradients, optimizer
+# states; ``features.memory_terms``): 1, each held once as torch holds it, not fitted
+# (None: fitted). The zoo's models are small (1-8 MiB of weights beside a process
+# baseline of about 90 MiB), so a fit cannot tell this term from the constant and gave
+# it 1.1-1.4, which a model file with large weights pays for (an LSTM language model's
+# 165 MiB of state: 20-60 MiB too much). Chosen on the zoo's new-family validation
+# (``benchmarks/estimators.py --memory-study``).
+MEMORY_STATE_WEIGHT: float | None = 1.0
+_STATE_TERM = 1  # its place in ``features.analytic_terms``: (constant, state, ...)
 # Below this many rows the in-family split is too few to calibrate the tails on: a
 # conformal p90 from n rows misses its 10% by about sqrt(0.09 / n), 4 points per tail at
 # n = 53 (the benchmark's seen/20% bundle, whose test coverage came out at 0.71). The
@@ -188,6 +208,11 @@ class BundleMeta(BaseModel):
     in_family: Regime | None = None
     blackbox_names: list[str] = Field(default_factory=list)
     hybrid_names: list[str] = Field(default_factory=list)
+    hybrid_memory_names: list[str] = Field(
+        default_factory=list,
+        description="the memory hybrid's inputs where they differ from hybrid_names "
+        "(empty: the same)",
+    )
     hybrid_base: dict[str, list[float]] = Field(
         default_factory=dict,
         description="target -> weights of features.analytic_terms (empty: the analytic estimate)",
@@ -195,6 +220,12 @@ class BundleMeta(BaseModel):
     training_rows: int = 0
     validation_rows: int = 0
     domain: Domain | None = None
+
+    def hybrid_inputs(self, target: str) -> list[str]:
+        """The hybrid's input names for ``target``."""
+        if target == "peak_memory_mb" and self.hybrid_memory_names:
+            return self.hybrid_memory_names
+        return self.hybrid_names
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,7 +310,7 @@ class EstimatorBundle:
             x, _ = matrix(items, BLACKBOX_GROUPS, self.meta.blackbox_names)
             for target in TARGETS:
                 raw[target]["blackbox"] = self.blackbox[target].predict(x)
-        uses_gnn = _hybrid_uses_gnn(self.meta.hybrid_names)
+        uses_gnn = any(_hybrid_uses_gnn(self.meta.hybrid_inputs(t)) for t in TARGETS)
         gnn: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None
         if self.gnns and ("whitebox" in kinds or ("hybrid" in kinds and uses_gnn)):
             gnn = gnn_oof if gnn_oof is not None else self._gnn(samples)
@@ -287,9 +318,11 @@ class EstimatorBundle:
             raw["iteration_s"]["whitebox"] = np.repeat(gnn[0][:, None], 3, axis=1)
             raw["peak_memory_mb"]["whitebox"] = np.repeat(gnn[1][:, None], 3, axis=1)
         if "hybrid" in kinds and self.hybrid and (gnn is not None or not uses_gnn):
-            bases = _base_logs(items, self.meta.hybrid_base)
-            x = _hybrid_matrix(items, gnn if uses_gnn else None, self.meta.hybrid_names, bases)
+            bases = base_logs(items, self.meta.hybrid_base)
             for target in TARGETS:
+                names = self.meta.hybrid_inputs(target)
+                own = gnn if _hybrid_uses_gnn(names) else None
+                x = hybrid_matrix(items, own, names, bases)
                 raw[target]["hybrid"] = self.hybrid[target].predict(x) + bases[target][:, None]
         return raw
 
@@ -365,7 +398,8 @@ def _analytic_logs(items: Sequence[FeatureInput]) -> dict[str, NDArray[np.float6
 def fit_linear_base(
     examples: Sequence[Example], items: Sequence[FeatureInput]
 ) -> dict[str, list[float]]:
-    """target -> non-negative weights of ``analytic_terms`` minimising relative error."""
+    """target -> non-negative weights of ``analytic_terms`` minimising relative error
+    (the memory state's weight is ``MEMORY_STATE_WEIGHT`` where that is set)."""
     from scipy.optimize import nnls
 
     weights: dict[str, list[float]] = {}
@@ -373,12 +407,23 @@ def fit_linear_base(
     for target in TARGETS:
         terms = np.array([t[target] for t in all_terms])
         truth = np.array([getattr(e, target) for e in examples])
-        coef, _ = nnls(terms / truth[:, None], np.ones_like(truth))
-        weights[target] = [float(c) for c in coef]
+        fixed = (
+            {_STATE_TERM: MEMORY_STATE_WEIGHT}
+            if target == "peak_memory_mb" and MEMORY_STATE_WEIGHT is not None
+            else {}
+        )
+        free = [j for j in range(terms.shape[1]) if j not in fixed]
+        goal = np.ones_like(truth) - sum(w * terms[:, j] for j, w in fixed.items()) / truth
+        coef, _ = nnls(terms[:, free] / truth[:, None], goal)
+        full = np.zeros(terms.shape[1])
+        full[free] = coef
+        for j, w in fixed.items():
+            full[j] = w
+        weights[target] = [float(c) for c in full]
     return weights
 
 
-def _base_logs(
+def base_logs(
     items: Sequence[FeatureInput], weights: Mapping[str, Sequence[float]]
 ) -> dict[str, NDArray[np.float64]]:
     """Log of each target's base: the linear base where ``weights`` has it, else analytic."""
@@ -400,7 +445,7 @@ def _hybrid_uses_gnn(names: Sequence[str]) -> bool:
     return tuple(names[-2:]) == GNN_COLUMNS
 
 
-def _hybrid_names(sample: FeatureInput, gnn: bool, base: bool = False) -> list[str]:
+def hybrid_input_names(sample: FeatureInput, gnn: bool, base: bool = False) -> list[str]:
     return [
         *matrix([sample], HYBRID_GROUPS)[1],
         *(BASE_COLUMNS if base else ()),
@@ -408,7 +453,7 @@ def _hybrid_names(sample: FeatureInput, gnn: bool, base: bool = False) -> list[s
     ]
 
 
-def _hybrid_matrix(
+def hybrid_matrix(
     items: Sequence[FeatureInput],
     gnn: tuple[NDArray[np.float64], NDArray[np.float64]] | None,
     names: Sequence[str],
@@ -556,15 +601,21 @@ def _fit_models(
     if "hybrid" in kinds and (oof is not None or not hybrid_gnn):
         linear = hybrid_base == "linear"
         bundle.meta.hybrid_base = fit_linear_base(fit, fit_items) if linear else {}
-        bases = _base_logs(fit_items, bundle.meta.hybrid_base)
-        names = _hybrid_names(fit_items[0], hybrid_gnn, base=linear)
-        x = _hybrid_matrix(fit_items, oof if hybrid_gnn else None, names, bases)
+        bases = base_logs(fit_items, bundle.meta.hybrid_base)
+        names = hybrid_input_names(fit_items[0], hybrid_gnn, base=linear)
+        memory_names = hybrid_input_names(
+            fit_items[0], hybrid_gnn and HYBRID_MEMORY_GNN, base=linear
+        )
         bundle.meta.hybrid_names = names
+        bundle.meta.hybrid_memory_names = memory_names if memory_names != names else []
         for target, y in targets.items():
+            inputs = bundle.meta.hybrid_inputs(target)
+            own = oof if _hybrid_uses_gnn(inputs) else None
+            x = hybrid_matrix(fit_items, own, inputs, bases)
             bundle.hybrid[target] = fit_quantiles(
                 x,
                 y - bases[target],
-                names,
+                inputs,
                 rounds=xgb_rounds,
                 params=dict(HYBRID_PARAMS if hybrid_params is None else hybrid_params),
             )

@@ -42,6 +42,7 @@ from tools.profiling.sweep import load_rows
 
 __all__ = [
     "DATASET_NAME",
+    "GRAPH_FORMAT",
     "NODE_FEATURES",
     "Example",
     "GraphData",
@@ -64,6 +65,9 @@ NODE_FEATURES: tuple[str, ...] = (
     "log_param_bytes",
 )
 _LOG_SCALE = 20.0  # log1p of FLOPs/bytes in a training step stays below ~25
+# What a stored graph holds (its summary's fields, ``OpGraph.summary``): part of its file
+# name, so graphs traced by older code are traced again. 2: ``peak_activation_bytes``.
+GRAPH_FORMAT = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,14 +288,15 @@ def _build_zoo_graph(item: tuple[str, dict[str, int], int, str]) -> str:
 
 
 class GraphStore:
-    """Op graphs of zoo configurations, cached under ``folder`` as ``KEY.npz``."""
+    """Op graphs of zoo configurations, cached under ``folder`` as ``KEY.gN.npz`` (N:
+    ``GRAPH_FORMAT``)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self._memory: dict[str, GraphData] = {}
 
     def path(self, key: str) -> Path:
-        return self.folder / f"{key}.npz"
+        return self.folder / f"{key}.g{GRAPH_FORMAT}.npz"
 
     def missing(self, examples: Iterable[Example]) -> list[Example]:
         seen: set[str] = set()
