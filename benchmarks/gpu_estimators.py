@@ -1,7 +1,7 @@
 """Leave-one-GPU-out benchmark of the per-operator GPU estimator (issue #16).
 
     nice -n 10 .venv/bin/python benchmarks/gpu_estimators.py [--json OUT] [--traced-cache PKL]
-        [--in-model] [--spec-features CLASSES] [--family-out]
+        [--in-model] [--spec-features CLASSES] [--memory-floor] [--family-out]
 
 Every figure is for a GPU the model never saw: for each NeuSight training GPU (P4, P100,
 T4, V100, A100-40GB) the shape models (on the kernels) and the level line (on the

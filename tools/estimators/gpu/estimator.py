@@ -59,6 +59,14 @@ _OPTIMIZER_FLOATS = {"sgd": 8.0, "adam": 18.0}
 # Classes that move data and compute little: with ``GpuStepModel.memory_floor`` a kernel of
 # these is never priced below its memory roofline.
 MEMORY_BOUND_CLASSES = frozenset({"elementwise", "ln", "softmax"})
+# What PyTorch's eager dispatch of one operator costs the host at least: the per-operator
+# term of the CPU step law (``b`` of tools/estimators/cpu/eager.py, data/cpu_opcost/opcost.json:
+# 31.4 us at 1 thread, 32.0 at 2, fitted on the zoo's and the probes' CPU steps on the AMD
+# EPYC host), which has no CUDA launch in it. A GPU step is never priced below its traced
+# operators x this: the step of a small model on a fast GPU is the host's (the H100
+# measurements: 26-70 us an operator on two machines of the same kind). NeuSight's runs
+# (at least 145 us a kernel) and Gavel's CNN steps never reach it.
+HOST_S_PER_OPERATOR = 31.4e-6
 DEFAULT_LINK_GBS = 10.0  # PCIe 3.0 x16, effective (tools.planning.hardware's assumption)
 
 
@@ -88,6 +96,9 @@ class GpuStepEstimate(BaseModel):
     kernels: int
     by_class_s: dict[str, float]
     validation_mape: float | None = None
+    # The least the host takes to dispatch the step's operators (0: not counted, a model
+    # with a recurrent layer); forward_backward_s and step_s are at least this.
+    host_floor_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +127,8 @@ class GpuStepModel:
     # roofline (bytes over the board's bandwidth); files before gpu-opcost-20261207 have
     # none.
     memory_floor: bool = False
+    # The host's least seconds per dispatched operator (0: no host floor).
+    host_s_per_operator: float = HOST_S_PER_OPERATOR
 
     @property
     def estimator_id(self) -> str:
@@ -241,6 +254,8 @@ class GpuStepModel:
         )
         extra = optimizer_s + allreduce_s
         step = Quantiles(p10=fb.p10 + extra, p50=fb.p50 + extra, p90=fb.p90 + extra)
+        host_s = kernels.host_operators * self.host_s_per_operator
+        fb, step = _floored(fb, host_s, q), _floored(step, host_s, q)
         mape = self.meta.get("validation", {}).get("e2e_mape")
         return GpuStepEstimate(
             gpu=spec.name,
@@ -252,6 +267,7 @@ class GpuStepModel:
             kernels=kernels.count,
             by_class_s=by_class,
             validation_mape=float(mape) if mape is not None else None,
+            host_floor_s=host_s,
         )
 
     def recalibrated(self, measured: list[StepMeasurement]) -> GpuStepModel:
@@ -285,6 +301,7 @@ class GpuStepModel:
             dict(self.meta),
             fit_level(levels, specs),
             self.memory_floor,
+            self.host_s_per_operator,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -314,6 +331,14 @@ class GpuStepModel:
             GpuLevel.from_json(document["level"]) if "level" in document else None,
             bool(document.get("memory_floor", False)),
         )
+
+
+def _floored(times: Quantiles, floor_s: float, q: dict[str, float]) -> Quantiles:
+    """``times`` at least ``floor_s``, the upper bound kept above the point by the
+    interval's own spread where the floor lifts it (the host's time is not exact either)."""
+    lifted = times.at_least(floor_s)
+    spread = math.exp(max(q["p90"] - q["p50"], 0.0))
+    return lifted.model_copy(update={"p90": max(lifted.p90, lifted.p50 * spread)})
 
 
 def _update_kernels(kernels: GpuKernels, parameters: int, optimizer: str) -> GpuKernels:

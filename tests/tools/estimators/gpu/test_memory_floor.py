@@ -98,3 +98,38 @@ def test_a_level_recalibrated_on_measured_steps_gives_them_back() -> None:
         again = refitted.estimate(kernels, spec, parameters=50_000_000)
         p50 = again.forward_backward_s.p50 + again.optimizer_s
         assert p50 == pytest.approx(measured, rel=1e-6)
+
+
+def _many_small_kernels(count: int) -> GpuKernels:
+    kernels = GpuKernels()
+    for _ in range(count):
+        kernels.add("elementwise", False, N=1024.0, Inputs=1.0, Heavy=0.0)
+    return kernels
+
+
+def test_a_step_of_many_small_operators_is_the_hosts() -> None:
+    from tools.estimators.gpu.estimator import HOST_S_PER_OPERATOR
+
+    model = load_step_model()
+    h100 = datasheet_spec("NVIDIA H100 80GB HBM3")
+    small = _many_small_kernels(400)
+    step = model.estimate(small, h100, parameters=1000)
+    assert step.host_floor_s == pytest.approx(400 * HOST_S_PER_OPERATOR)
+    device = dataclasses.replace(model, host_s_per_operator=0.0).estimate(
+        small, h100, parameters=1000
+    )
+    assert device.step_s.p50 < step.host_floor_s  # the device alone would be faster
+    for q in (step.step_s, step.forward_backward_s):
+        assert q.p10 == pytest.approx(step.host_floor_s)
+        assert q.p50 == pytest.approx(step.host_floor_s)
+        assert q.p90 > q.p50  # the host's time is no exact figure either
+    # A recurrent model's traced operators say nothing of the host's work: no floor.
+    small.recurrent = True
+    assert model.estimate(small, h100, parameters=1000).host_floor_s == 0.0
+    # Where the kernels carry the step the floor does not move it.
+    big = _streaming()
+    assert model.estimate(big, h100, parameters=1000).step_s == (
+        dataclasses.replace(model, host_s_per_operator=0.0)
+        .estimate(big, h100, parameters=1000)
+        .step_s
+    )
