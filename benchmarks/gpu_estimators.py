@@ -1,7 +1,7 @@
 """Leave-one-GPU-out benchmark of the per-operator GPU estimator (issue #16).
 
     nice -n 10 .venv/bin/python benchmarks/gpu_estimators.py [--json OUT] [--traced-cache PKL]
-        [--in-model] [--spec-features CLASSES] [--family-out]
+        [--in-model] [--spec-features CLASSES] [--memory-floor] [--family-out]
 
 Every figure is for a GPU the model never saw: for each NeuSight training GPU (P4, P100,
 T4, V100, A100-40GB) the shape models (on the kernels) and the level line (on the
@@ -51,6 +51,7 @@ from tools.estimators.gpu.ops import GpuKernels, kernels_of
 from tools.estimators.gpu.specs import GpuSpec, spec_for_catalog_gpu
 from tools.estimators.gpu.trace import trace_training_step
 from tools.estimators.gpu.train import (
+    SHIPPED_MEMORY_FLOOR,
     SHIPPED_SPEC_CLASSES,
     interval_quantiles,
     load_training_rows,
@@ -159,6 +160,7 @@ def _gavel(
     traced: Any,
     spec_classes: tuple[str, ...] = (),
     seed: int = 0,
+    memory_floor: bool = SHIPPED_MEMORY_FLOOR,
 ) -> list[dict[str, Any]]:
     """Gavel's CNN steps: V100 by the model that never saw V100 (NeuSight only), and by
     that model with its level refitted on Gavel's own K80 and P100 steps."""
@@ -174,6 +176,7 @@ def _gavel(
         exclude="Tesla_V100-PCIE-32GB",
         spec_classes=spec_classes,
         seed=seed,
+        memory_floor=memory_floor,
     )
     cache: dict[tuple[str, int], tuple[GpuKernels, int]] = {}
     points = []
@@ -231,6 +234,12 @@ def main() -> int:
         "model's, train.SHIPPED_SPEC_CLASSES)",
     )
     parser.add_argument(
+        "--memory-floor",
+        action=argparse.BooleanOptionalAction,
+        default=SHIPPED_MEMORY_FLOOR,
+        help="memory-bound kernels at least at their memory roofline (train.py --memory-floor)",
+    )
+    parser.add_argument(
         "--family-out",
         action="store_true",
         help="also leave each run's model family out of the level (a few more minutes)",
@@ -244,7 +253,14 @@ def main() -> int:
     started = time.perf_counter()
     runs = load_e2e_runs(root, TRAINING_GPUS)
     traced = traced_runs(root, runs, args.traced_cache)
-    validation = validate(root, data, log=False, traced=traced, spec_classes=args.spec_features)
+    validation = validate(
+        root,
+        data,
+        log=False,
+        traced=traced,
+        spec_classes=args.spec_features,
+        memory_floor=args.memory_floor,
+    )
     report["logo_seconds"] = time.perf_counter() - started
     figures = summary(validation)
     report["summary"] = figures
@@ -344,7 +360,9 @@ def main() -> int:
         )
 
     if args.family_out:
-        family_rows = validate_family_out(data, runs, traced, specs, args.spec_features)
+        family_rows = validate_family_out(
+            data, runs, traced, specs, args.spec_features, args.memory_floor
+        )
         report["family_out"] = family_rows
         print("\n| left out: GPU and model family (level) | runs | ours MAPE | ours max APE |")
         print("|---|---|---|---|")
@@ -355,7 +373,7 @@ def main() -> int:
             s = _summary([(r["predicted_ms"], r["measured_ms"]) for r in subset])
             print(f"| {label} | {len(subset)} | {s['mape']:.1%} | {s['max_ape']:.1%} |")
 
-    gavel_rows = _gavel(data, specs, traced, args.spec_features)
+    gavel_rows = _gavel(data, specs, traced, args.spec_features, memory_floor=args.memory_floor)
     print("\n## Gavel CNNs (ResNet-18/50, SGD step): V100 never seen")
     print(
         "| GPU | points | ours (NeuSight, no V100) | ours, level refitted on Gavel K80+P100 "

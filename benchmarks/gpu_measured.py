@@ -3,6 +3,7 @@
     python benchmarks/gpu_measured.py                      # tables
     python benchmarks/gpu_measured.py --rows out.jsonl     # and every row's numbers
     python benchmarks/gpu_measured.py --only named,file    # sources to check
+    python benchmarks/gpu_measured.py --model FILE.json    # another time model file
 
 Reads ``data/gpu_measurements/*-steps.jsonl`` (written by
 ``python -m tools.profiling.gpu_measure`` on a GPU machine; provenance beside each file)
@@ -82,8 +83,11 @@ def task_factory(row: dict[str, Any]) -> Callable[[int], TrainingTask]:
     return build
 
 
-def check_row(row: dict[str, Any], spec: GpuSpec, generation: str) -> dict[str, Any]:
-    """One measured row against the estimators' answers for ``spec``."""
+def check_row(
+    row: dict[str, Any], spec: GpuSpec, generation: str, model_path: Path | None = None
+) -> dict[str, Any]:
+    """One measured row against the estimators' answers for ``spec`` (the time model at
+    ``model_path``, default the shipped one)."""
     build = task_factory(row)
     batch = row["batch_size"]
     out: dict[str, Any] = {"key": row["key"], "source": row["source"]}
@@ -104,7 +108,7 @@ def check_row(row: dict[str, Any], spec: GpuSpec, generation: str) -> dict[str, 
         task = build(batch)
         kernels = kernels_of(trace_training_step(task))
         parameters = sum(p.numel() for p in task.model.parameters() if p.requires_grad)
-        step = load_step_model().estimate(
+        step = load_step_model(model_path).estimate(
             kernels, spec, parameters=parameters, optimizer=row["optimizer"]
         )
         out["time_s"] = time.perf_counter() - t0
@@ -391,11 +395,17 @@ _TRACED_AS = {
 }
 
 
-def operator_report(profiles: Path, steps: dict[str, dict[str, Any]], spec: GpuSpec) -> str:
-    """Each traced operator's priced time (the shipped model, ``spec``) beside the
-    profiler's self device time of the same operator in one measured step, summed over the
-    profiled configurations; the operators only one side has, apart."""
-    model = load_step_model()
+def operator_report(
+    profiles: Path,
+    steps: dict[str, dict[str, Any]],
+    spec: GpuSpec,
+    model_path: Path | None = None,
+) -> str:
+    """Each traced operator's priced time (the model at ``model_path``, default the shipped
+    one; ``spec``) beside the profiler's self device time of the same operator in one
+    measured step, summed over the profiled configurations; the operators only one side
+    has, apart."""
+    model = load_step_model(model_path)
     both: dict[str, list[float]] = {}  # operator -> [configurations, measured ms, priced ms]
     classes: dict[str, str] = {}
     profile_only: dict[str, float] = {}
@@ -474,6 +484,12 @@ def main() -> None:
     )
     parser.add_argument("--only", default="named,file,sweep", help="sources to check")
     parser.add_argument("--rows", type=Path, default=None, help="write each row's numbers")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help="the GPU time model file to check (default data/gpu_models/opcost.json)",
+    )
     args = parser.parse_args()
     paths = args.steps or sorted(MEASURED.glob("*-steps.jsonl"), key=lambda p: len(p.name))
     sources = set(args.only.split(","))
@@ -488,7 +504,7 @@ def main() -> None:
         generation = gpu_generation(spec.name) or "hopper"
         rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         rows = [r for r in rows if r["status"] == "ok" and r["source"] in sources]
-        checked = [check_row(r, spec, generation) for r in rows]
+        checked = [check_row(r, spec, generation, args.model) for r in rows]
         print(f"# {path.name}")
         print(report(checked, provenance))
         timed = [r["time_s"] for r in checked if "time_s" in r]
@@ -506,7 +522,7 @@ def main() -> None:
         profiles = path.with_name(path.name.replace("-steps.jsonl", "-kernels.jsonl"))
         if profiles.exists() and "named" in sources:
             by_key = {r["key"]: r for r in rows}
-            print(operator_report(profiles, by_key, spec) + "\n")
+            print(operator_report(profiles, by_key, spec, args.model) + "\n")
         everything += checked
         runs.append((provenance["measured_at"], checked, spec))
     first_at, first, spec = runs[0]
