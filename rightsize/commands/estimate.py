@@ -335,7 +335,7 @@ def _smoke(request: Any) -> None:
         num_classes=request.num_classes,
     )
     for size in request.batch_sizes:
-        result = smoke_step(user, size, request.optimizer, request.threads)
+        result = smoke_step(user, size, request.optimizer)
         status = result.get("status")
         if status == "out_of_memory":
             raise InvalidInputError(

@@ -222,3 +222,28 @@ def test_a_file_without_example_batch_names_the_flags_that_describe_its_input(
     line = " ".join(result.output.split())
     assert "--input-shape" in line and "--num-classes" in line
     assert "_params" not in line and "workload." not in line
+
+
+def test_a_local_estimate_at_two_threads_finishes(tmp_path: Path) -> None:
+    """The smoke step's forked child once waited for ever on the OpenMP team of its
+    parent at --threads 2 (the process's own estimate had started it)."""
+    import os
+    import subprocess
+    import sys
+
+    model = REPO / "examples" / "models" / "small_cnn.py"
+    args = ["estimate", "--model-file", str(model), "--model-class", "SmallCNN"]
+    args += ["--batch-size", "32", "--threads", "2", "--json"]
+    env = {**os.environ, "RIGHTSIZE_HOME": str(tmp_path / "home")}
+    env.pop("OMP_NUM_THREADS", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "rightsize", *args],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = json.loads(done.stdout)["estimates"]
+    assert row["system"] == "local" and row["iteration_time_s"]["p50"] > 0

@@ -397,9 +397,12 @@ class OptionEstimate(BaseModel):
 
 
 def smoke_step(
-    user: UserModel, batch_size: int, optimizer: str, threads: int, timeout_s: float = 300.0
+    user: UserModel, batch_size: int, optimizer: str, timeout_s: float = 300.0
 ) -> dict[str, object]:
-    """One real training step of the user's model in a forked child (memory-capped).
+    """One real training step of the user's model in a forked child (memory-capped), on
+    one thread: whether the step runs and fits this machine does not depend on the
+    thread count, and a forked child that starts an OpenMP team after its parent ran one
+    (the estimate's own work) can wait for ever on the parent's threads, which it lacks.
 
     Returns the child's result: ``status`` out_of_memory / crashed, or the measurement.
     """
@@ -409,7 +412,7 @@ def smoke_step(
         import torch
 
         start = rss_mb()
-        torch.set_num_threads(threads)
+        torch.set_num_threads(1)
         return measure_task(user.task(batch_size), optimizer, 1, 1, start)
 
     status, result, timed_out, _ = fork_call(
