@@ -117,7 +117,7 @@ class UserModel:
         if misfit is not None:
             raise misfit
         raise InvalidInputError(
-            f"{self.class_name} could not be traced (one training step with make_fx): "
+            f"{self.class_name} could not be traced (one training step on fake tensors): "
             + " | ".join(errors[-1:]),
             source=str(self.path),
             field="--model-class",

@@ -1,7 +1,8 @@
 """The operator graph of one training step, for white-box estimators (HARP's graph input).
 
 ``trace_step`` records one training step (forward, loss, gradients of every parameter)
-with ``make_fx`` into a torch.fx graph of ATen operators; with the model and batch on
+on fake tensors into a torch.fx graph of ATen operators (``atentrace.trace_aten``: the
+graph ``make_fx`` records, without its machinery); with the model and batch on
 the ``meta`` device nothing is computed, so tracing a full-size ResNet-50 takes about a
 second and no memory. ``op_graph`` turns that graph into an ``OpGraph``:
 
@@ -34,9 +35,9 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 from torch.fx import GraphModule, Node
-from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils.flop_counter import flop_registry
 
+from tools.profiling.atentrace import trace_aten
 from tools.profiling.counting import RNN_FLOPS
 from tools.profiling.rnnmarks import RNN_META, RnnMarker, mark_recurrent
 from tools.profiling.zoo.registry import TrainingTask, loss_fn
@@ -312,9 +313,7 @@ def trace_step(
     try:
         # recurrent layers' loops tagged (node.meta[RNN_META]): rnnmarks module docstring
         with mark_recurrent(model) as marker:
-            graph: GraphModule = make_fx(step, tracing_mode="fake")(
-                params, buffers, task.inputs, task.targets
-            )
+            graph = trace_aten(step, (params, buffers, task.inputs, task.targets))
     finally:
         model.train(was_training)
     return graph

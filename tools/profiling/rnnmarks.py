@@ -6,7 +6,8 @@ and element-wise operators itself; backward, autograd's engine runs those operat
 gradients. A trace sees every one of them (1,499 of the 1,517 working operators of a
 bidirectional GRU tagger over 24 tokens), but none goes through Python modules or
 splits across threads, so a per-operator cost of the eager step (Python, fork/join)
-must not be charged to them. ``RnnMarker`` tags them while ``make_fx`` traces:
+must not be charged to them. ``RnnMarker`` tags them while ``trace_aten`` (or
+``make_fx``) traces:
 
 - forward: the operators dispatched between a recurrent module's forward pre-hook and
   its forward hook;
@@ -25,8 +26,11 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.fx import Graph
 from torch.fx.experimental.proxy_tensor import get_proxy_mode
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from tools.profiling.atentrace import current_recorder
 
 __all__ = ["RNN_META", "RnnMarker", "has_recurrent", "mark_recurrent"]
 
@@ -38,7 +42,7 @@ def has_recurrent(model: nn.Module) -> bool:
 
 
 class RnnMarker(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    """Tags the graph nodes a recurrent layer's loop dispatches (use inside ``make_fx``)."""
+    """Tags the graph nodes a recurrent layer's loop dispatches (use inside a trace)."""
 
     def __init__(self) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
@@ -71,10 +75,9 @@ class RnnMarker(TorchDispatchMode):  # type: ignore[no-untyped-call]
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        proxy = get_proxy_mode()
-        if proxy is None:
+        graph = _recording_graph()
+        if graph is None:
             return func(*args, **(kwargs or {}))
-        graph = proxy.tracer.graph
         last = next(iter(reversed(graph.nodes)), None)
         out = func(*args, **(kwargs or {}))
         call = self._call()
@@ -84,6 +87,15 @@ class RnnMarker(TorchDispatchMode):  # type: ignore[no-untyped-call]
                 node.meta[RNN_META] = call
                 node = node.next
         return out
+
+
+def _recording_graph() -> Graph | None:
+    """The graph being recorded: ``trace_aten``'s, or ``make_fx``'s (the tests' reference)."""
+    recorder = current_recorder()
+    if recorder is not None:
+        return recorder.graph
+    proxy = get_proxy_mode()
+    return None if proxy is None else proxy.tracer.graph
 
 
 @contextmanager

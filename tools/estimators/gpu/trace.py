@@ -15,6 +15,7 @@ from torch.fx import GraphModule
 
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.gpu.rnn_kernels import use_cudnn_rnn_kernels
+from tools.profiling.atentrace import trace_aten
 from tools.profiling.cuda_ops import FusedDropout
 from tools.profiling.opgraph import to_meta
 from tools.profiling.zoo.registry import TrainingTask, loss_fn
@@ -39,7 +40,6 @@ def trace_training_step(task: TrainingTask, *, backward: bool = True) -> GraphMo
     """The ATen graph of forward, loss and every parameter gradient (or forward only)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.func import functional_call
-    from torch.fx.experimental.proxy_tensor import make_fx
 
     task = to_meta(task) if _has_data(task) else task
     model: nn.Module = task.model
@@ -74,10 +74,10 @@ def trace_training_step(task: TrainingTask, *, backward: bool = True) -> GraphMo
         # CUDA's one dropout kernel, not the CPU's three; recurrent layers as cuDNN's kernels
         with mode, FusedDropout(), use_cudnn_rnn_kernels(model):
             if backward:
-                graph = make_fx(step, tracing_mode="real")(params, buffers, inputs, targets)
+                graph = trace_aten(step, (params, buffers, inputs, targets), fake=mode)
             else:
                 with torch.no_grad():
-                    graph = make_fx(step, tracing_mode="real")(params, buffers, inputs, targets)
+                    graph = trace_aten(step, (params, buffers, inputs, targets), fake=mode)
         # Recurrent layers' steps are launched by cuDNN, not dispatched by the host one by one.
         graph.meta["recurrent"] = any(isinstance(m, nn.RNNBase) for m in model.modules())
         return graph
@@ -85,7 +85,7 @@ def trace_training_step(task: TrainingTask, *, backward: bool = True) -> GraphMo
         raise
     except Exception as error:
         raise InvalidInputError(
-            f"{type(model).__name__} does not trace (one training step with make_fx): "
+            f"{type(model).__name__} does not trace (one training step on fake tensors): "
             f"{type(error).__name__}: {str(error)[:300]}",
             field="model",
             value=type(model).__name__,
