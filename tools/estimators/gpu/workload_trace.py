@@ -387,9 +387,11 @@ _KERNEL_DIGEST: list[str] = []
 def _kernel_code_digest() -> str:
     if not _KERNEL_DIGEST:
         from tools.estimators.gpu import features, ops, rnn_kernels, trace
-        from tools.profiling import cuda_ops
+        from tools.profiling import atentrace, cuda_ops
 
-        _KERNEL_DIGEST.append(_sources_digest((trace, rnn_kernels, cuda_ops, ops, features)))
+        _KERNEL_DIGEST.append(
+            _sources_digest((trace, atentrace, rnn_kernels, cuda_ops, ops, features))
+        )
     return _KERNEL_DIGEST[0]
 
 
