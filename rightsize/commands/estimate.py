@@ -35,6 +35,7 @@ from rightsize.wiring import chain_config, knowledge_base, promoted_loader
 if TYPE_CHECKING:
     from tools.estimators.gpu.promoted import ServingCorrection
     from tools.estimators.gpu.specs import GpuSpec
+    from tools.profiling.profiler import ForkedCall
 
 __all__ = ["estimate_command", "profile_app", "register"]
 
@@ -253,11 +254,16 @@ def estimate_command(
             _calibrate_if_needed(settings, request.threads, calibrate_limit, quiet=as_json)
         rows: list[dict[str, Any]] = []
         if hardware or gpu:
-            answers, refused, chain = asyncio.run(_answers(settings, request))
-            if any(h in ("local", "all") for h in hardware):
-                # After the answers: the child inherits what they loaded (torch, the
-                # traces); before anything is registered.
-                _smoke(request)
+            # The smoke step's first child runs beside the estimates (forked before
+            # they start any thread); read before anything is registered.
+            smoke = _Smoke(request) if any(h in ("local", "all") for h in hardware) else None
+            try:
+                answers, refused, chain = asyncio.run(_answers(settings, request))
+                if smoke is not None:
+                    smoke.check()
+            finally:
+                if smoke is not None:
+                    smoke.cancel()
             if any(a.gpus_per_node == 0 for a in answers):
                 asyncio.run(_register_cpu_models(settings, chain))
             rows = [a.model_dump(mode="json") for a in answers]
@@ -322,36 +328,67 @@ async def _register_cpu_models(settings: Settings, chain: Any) -> None:
             await register(kb, bundle, chain.cpu_models.bundle_folder)
 
 
-def _smoke(request: Any) -> None:
-    """One real training step here, in a memory-capped child: a batch that does not fit
-    this machine, or a step that fails, is bad input (``--hardware local``)."""
-    from tools.estimators.cpu.answer import smoke_step
-    from tools.estimators.model_file import load_user_model
+class _Smoke:
+    """``--hardware local``: one real training step per batch size, each in a
+    memory-capped child (``cpu.answer.start_smoke_step``). The first child starts before
+    the estimates and runs beside them on the machine's other core; ``check`` reads it
+    and runs the rest. A batch that does not fit this machine, or a step that fails, is
+    bad input."""
 
-    user = load_user_model(
-        request.model_file,
-        request.model_class,
-        input_shape=request.input_shape or None,
-        num_classes=request.num_classes,
-    )
-    for size in request.batch_sizes:
-        result = smoke_step(user, size, request.optimizer)
-        status = result.get("status")
-        if status == "out_of_memory":
-            raise InvalidInputError(
-                f"one training step runs out of memory on this machine "
-                f"({result.get('error', '')})".rstrip(" ()"),
-                source=str(request.model_file),
-                field="--batch-size",
-                value=size,
-            )
-        if status == "crashed":
-            raise InvalidInputError(
-                f"one training step fails: {result.get('error', '')}",
-                source=str(request.model_file),
-                field="--model-class",
-                value=request.model_class,
-            )
+    def __init__(self, request: Any) -> None:
+        from tools.estimators.cpu.answer import start_smoke_step
+        from tools.estimators.model_file import load_user_model
+
+        self.request = request
+        self.user = load_user_model(
+            request.model_file,
+            request.model_class,
+            input_shape=request.input_shape or None,
+            num_classes=request.num_classes,
+        )
+        # Tracing the model (fake tensors) and the child's optimizer both import
+        # torch._dynamo: once here, before the fork, so the child inherits it.
+        import torch._dynamo  # noqa: F401
+
+        first = request.batch_sizes[0]
+        self.running: ForkedCall | None = start_smoke_step(self.user, first, request.optimizer)
+
+    def check(self) -> None:
+        from tools.estimators.cpu.answer import smoke_outcome, smoke_step
+
+        request = self.request
+        for index, size in enumerate(request.batch_sizes):
+            if index == 0:
+                running, self.running = self.running, None
+                assert running is not None
+                result = smoke_outcome(running)
+            else:
+                result = smoke_step(self.user, size, request.optimizer)
+            _refuse_failed_step(request, size, result)
+
+    def cancel(self) -> None:
+        if self.running is not None:
+            self.running.cancel()
+            self.running = None
+
+
+def _refuse_failed_step(request: Any, size: int, result: dict[str, object]) -> None:
+    status = result.get("status")
+    if status == "out_of_memory":
+        raise InvalidInputError(
+            f"one training step runs out of memory on this machine "
+            f"({result.get('error', '')})".rstrip(" ()"),
+            source=str(request.model_file),
+            field="--batch-size",
+            value=size,
+        )
+    if status == "crashed":
+        raise InvalidInputError(
+            f"one training step fails: {result.get('error', '')}",
+            source=str(request.model_file),
+            field="--model-class",
+            value=request.model_class,
+        )
 
 
 async def _gpu_correction(settings: Settings) -> ServingCorrection | None:

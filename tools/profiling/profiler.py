@@ -49,8 +49,9 @@ import signal
 import statistics
 import struct
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -59,6 +60,7 @@ from knowledge_base.records import ProfileRecord, ProfileStatus
 from tools.profiling.zoo.registry import TrainingTask
 
 __all__ = [
+    "ForkedCall",
     "ProfileConfig",
     "ProfileOutcome",
     "fork_call",
@@ -286,17 +288,6 @@ def measure_task(
     }
 
 
-@contextmanager
-def _pipe() -> Iterator[tuple[int, int]]:
-    read_fd, write_fd = os.pipe()
-    try:
-        yield read_fd, write_fd
-    finally:
-        for fd in (read_fd, write_fd):
-            with suppress(OSError):
-                os.close(fd)
-
-
 def _child(
     work: Callable[[], dict[str, Any]],
     write_fd: int,
@@ -341,6 +332,75 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
+@dataclass
+class ForkedCall:
+    """``work`` running in a forked child (see ``fork_call``): started now, its result
+    read by ``wait``; the parent goes on meanwhile (the child's result, a few hundred
+    bytes, waits in the pipe)."""
+
+    pid: int
+    read_fd: int
+    parent_mb: float
+
+    @classmethod
+    def start(
+        cls, work: Callable[[], dict[str, Any]], *, memory_limit_mb: float | None
+    ) -> ForkedCall:
+        read_fd, write_fd = os.pipe()
+        runs = _resident_file_runs()
+        parent_mb = rss_mb()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - runs in the child
+            os.close(read_fd)
+            _child(work, write_fd, memory_limit_mb, runs)
+        os.close(write_fd)
+        return cls(pid, read_fd, parent_mb)
+
+    def wait(self, timeout_s: float) -> tuple[int, dict[str, Any], bool, float]:
+        """(wait status, the child's JSON result, timed out, parent MiB); the child is
+        killed after ``timeout_s`` (counted from now)."""
+        deadline = time.monotonic() + timeout_s
+        status = 0
+        timed_out = False
+        payload = b""
+        try:
+            os.set_blocking(self.read_fd, False)
+            while True:
+                with suppress(BlockingIOError):
+                    payload += os.read(self.read_fd, 65536)
+                done, raw = os.waitpid(self.pid, os.WNOHANG)
+                if done:
+                    status = raw
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(self.pid, signal.SIGKILL)
+                    _, status = os.waitpid(self.pid, 0)
+                    timed_out = True
+                    break
+                # A bounded poll: the child's results are a few hundred bytes.
+                time.sleep(0.005)
+            os.set_blocking(self.read_fd, True)
+            with suppress(OSError):
+                payload += _read_all(self.read_fd)
+        finally:
+            with suppress(OSError):
+                os.close(self.read_fd)
+        result: dict[str, Any] = {}
+        if payload:
+            with suppress(json.JSONDecodeError):
+                result = json.loads(payload)
+        return status, result, timed_out, self.parent_mb
+
+    def cancel(self) -> None:
+        """Kill the child and reap it (the parent no longer wants its result)."""
+        with suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        with suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+        with suppress(OSError):
+            os.close(self.read_fd)
+
+
 def fork_call(
     work: Callable[[], dict[str, Any]],
     *,
@@ -353,41 +413,7 @@ def fork_call(
     caps its address space ``memory_limit_mb`` above what it maps, and is killed after
     ``timeout_s``.
     """
-    with _pipe() as (read_fd, write_fd):
-        runs = _resident_file_runs()
-        parent_mb = rss_mb()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - runs in the child
-            os.close(read_fd)
-            _child(work, write_fd, memory_limit_mb, runs)
-        os.close(write_fd)
-        deadline = time.monotonic() + timeout_s
-        status = 0
-        timed_out = False
-        payload = b""
-        os.set_blocking(read_fd, False)
-        while True:
-            with suppress(BlockingIOError):
-                payload += os.read(read_fd, 65536)
-            done, raw = os.waitpid(pid, os.WNOHANG)
-            if done:
-                status = raw
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                _, status = os.waitpid(pid, 0)
-                timed_out = True
-                break
-            # A bounded poll: the child's results are a few hundred bytes.
-            time.sleep(0.005)
-        os.set_blocking(read_fd, True)
-        with suppress(OSError):
-            payload += _read_all(read_fd)
-    result: dict[str, Any] = {}
-    if payload:
-        with suppress(json.JSONDecodeError):
-            result = json.loads(payload)
-    return status, result, timed_out, parent_mb
+    return ForkedCall.start(work, memory_limit_mb=memory_limit_mb).wait(timeout_s)
 
 
 def profile(

@@ -50,7 +50,7 @@ from tools.profiling.analytic import (
     cpu_spec,
     gpu_spec,
 )
-from tools.profiling.profiler import fork_call, hardware_descriptors, measure_task, rss_mb
+from tools.profiling.profiler import ForkedCall, hardware_descriptors, measure_task, rss_mb
 
 __all__ = [
     "ANALYTIC_OPGRAPH_ID",
@@ -396,16 +396,12 @@ class OptionEstimate(BaseModel):
     )
 
 
-def smoke_step(
-    user: UserModel, batch_size: int, optimizer: str, timeout_s: float = 300.0
-) -> dict[str, object]:
-    """One real training step of the user's model in a forked child (memory-capped), on
-    one thread: whether the step runs and fits this machine does not depend on the
-    thread count, and a forked child that starts an OpenMP team after its parent ran one
-    (the estimate's own work) can wait for ever on the parent's threads, which it lacks.
-
-    Returns the child's result: ``status`` out_of_memory / crashed, or the measurement.
-    """
+def start_smoke_step(user: UserModel, batch_size: int, optimizer: str) -> ForkedCall:
+    """One real training step of the user's model, started now in a forked child
+    (memory-capped) on one thread: whether the step runs and fits this machine does not
+    depend on the thread count, and a forked child that starts an OpenMP team after its
+    parent ran one (the estimate's own work) can wait for ever on the parent's threads,
+    which it lacks. The caller goes on meanwhile and reads it with ``smoke_outcome``."""
     available = _memory_available_mb()
 
     def work() -> dict[str, object]:
@@ -415,14 +411,25 @@ def smoke_step(
         torch.set_num_threads(1)
         return measure_task(user.task(batch_size), optimizer, 1, 1, start)
 
-    status, result, timed_out, _ = fork_call(
-        work, timeout_s=timeout_s, memory_limit_mb=max(256.0, available * 0.9)
-    )
+    return ForkedCall.start(work, memory_limit_mb=max(256.0, available * 0.9))
+
+
+def smoke_outcome(call: ForkedCall, timeout_s: float = 300.0) -> dict[str, object]:
+    """The smoke step's result: ``status`` timeout / out_of_memory / crashed, or the
+    measurement."""
+    status, result, timed_out, _ = call.wait(timeout_s)
     if timed_out:
         return {"status": "timeout"}
     if os.WIFSIGNALED(status) and not result:
         return {"status": "out_of_memory", "error": f"killed by signal {os.WTERMSIG(status)}"}
     return dict(result)
+
+
+def smoke_step(
+    user: UserModel, batch_size: int, optimizer: str, timeout_s: float = 300.0
+) -> dict[str, object]:
+    """``start_smoke_step`` and its ``smoke_outcome``, one after the other."""
+    return smoke_outcome(start_smoke_step(user, batch_size, optimizer), timeout_s)
 
 
 def _memory_available_mb() -> float:

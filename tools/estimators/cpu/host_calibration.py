@@ -36,7 +36,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xgboost as xgb
@@ -44,6 +44,9 @@ import xgboost as xgb
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.cpu import opcost as oc
 from tools.estimators.cpu.eager import RANDOM_S_PER_ELEMENT, eager_operators
+
+if TYPE_CHECKING:
+    from tools.estimators.cpu.step_law import StepRow
 
 __all__ = [
     "MIN_STEPS",
@@ -149,8 +152,8 @@ def time_zoo_steps(
     return done
 
 
-def _rows(model: oc.OpCostModel, steps: Sequence[oc.StepItem]) -> list[oc.Row]:
-    out: list[oc.Row] = []
+def _rows(model: oc.OpCostModel, steps: Sequence[oc.StepItem]) -> list[StepRow]:
+    out: list[StepRow] = []
     for s in steps:
         compute, other = oc._opsum(model.booster, s.x, s.counts, s.threads, model.op_target)
         operators = eager_operators(float(np.sum(s.counts)), s.rnn_ops, s.rnn_calls)
@@ -163,7 +166,9 @@ def _rows(model: oc.OpCostModel, steps: Sequence[oc.StepItem]) -> list[oc.Row]:
 
 
 def _fit(model: oc.OpCostModel, steps: Sequence[oc.StepItem], threads: int) -> list[float]:
-    coef = oc._fit_step(_rows(model, steps), str(model.meta.get("step_loss", "relative")))
+    from tools.estimators.cpu.step_law import fit_step  # SciPy: fitting only
+
+    coef = fit_step(_rows(model, steps), str(model.meta.get("step_loss", "relative")))
     if not any(s.rnn_ops for s in steps):
         # no recurrent step to fit it on: the shipped seconds per recurrent-loop operator
         coef[4] = model.step[f"t{threads}"][4] if len(model.step[f"t{threads}"]) > 4 else 0.0

@@ -41,12 +41,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xgboost as xgb
 from numpy.typing import NDArray
-from scipy.optimize import least_squares, nnls
 
 from knowledge_base.errors import InvalidInputError
 from tools.estimators.cpu.coverage import timed_domain
@@ -70,6 +69,9 @@ from tools.estimators.cpu.opboost import (
     work_s,
 )
 from tools.profiling.opgraph import CATEGORIES, GEOMETRY_VERSION
+
+if TYPE_CHECKING:
+    from tools.estimators.cpu.step_law import StepRow
 
 __all__ = [
     "FAMILY_GROUPS",
@@ -345,28 +347,6 @@ def _fit_ops(
     return xgb.train(OP_PARAMS, data, num_boost_round=rounds)
 
 
-def _fit_updates(items: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
-    """Per ``optimizer-tthreads``: [seconds, seconds per parameter] (least squares, >= 0)."""
-    out: dict[str, list[float]] = {}
-    for optimizer in ("sgd", "adam"):
-        for threads in (1, 2):
-            rows = [
-                i
-                for i in items
-                if i.get("kind") == "update"
-                and i["optimizer"] == optimizer
-                and int(i["threads"]) == threads
-            ]
-            if not rows:
-                continue
-            a = np.array([[1.0, float(r["parameters"])] for r in rows])
-            y = np.array([float(r["critical_s"]) for r in rows])
-            # relative least squares: each update counts the same whatever its size
-            coef, _ = nnls(a / y[:, None], np.ones_like(y))
-            out[f"{optimizer}-t{threads}"] = [float(c) for c in coef]
-    return out
-
-
 def _update_s(
     updates: Mapping[str, list[float]], optimizer: str, threads: int, params: int
 ) -> float:
@@ -386,41 +366,6 @@ def _opsum(
     seconds = counts * op_seconds(booster, x, threads, target)
     compute = x[:, _COMPUTE_COLUMNS].sum(axis=1) > 0
     return float(np.sum(seconds[compute])), float(np.sum(seconds[~compute]))
-
-
-# compute, other, eager operators, update, recurrent loops' operators, view operators,
-# random numbers' seconds (analytic, not fitted), measured
-Row = tuple[float, float, float, float, float, float, float, float]
-
-
-def _fit_step(rows: Sequence[Row], loss: str = "relative", constant: bool = False) -> list[float]:
-    """[a, o, b, c, r, f, v] of step = a x compute + o x other + b x eager operators + c x
-    update + r x operators of recurrent loops + f + v x view operators, plus the random
-    numbers' analytic seconds (non-negative least squares of the relative error; r is 0
-    where no step has a recurrent loop, v where none dispatches a view: ``eager``); ``f``,
-    seconds per step whatever its operators, only with ``constant``."""
-    a = np.array(
-        [
-            [cs / y, os_ / y, n / y, u / y, k / y, (1.0 / y) if constant else 0.0, v / y]
-            for cs, os_, n, u, k, v, _, y in rows
-        ]
-    )
-    target = np.array([1.0 - rnd / y for *_, rnd, y in rows])
-    coef, _ = nnls(a, target)
-    if loss == "log":
-        # least squares of log(estimate / measured), from the relative fit: the relative
-        # error's optimum shrinks estimates where the fit is loose (it under-predicts),
-        # the log error's median ratio is one
-        used = np.any(a > 0, axis=0)  # r, f, v only where some step has them
-        start = np.maximum(coef[used], 1e-9)
-        sub = a[:, used]
-        extra = 1.0 - target
-        fit = least_squares(
-            lambda c: np.log(np.maximum(sub @ c + extra, 1e-12)), start, bounds=(0.0, np.inf)
-        )
-        coef = np.zeros_like(coef)
-        coef[used] = fit.x
-    return [float(c) for c in coef]
 
 
 def _apply(
@@ -641,8 +586,10 @@ def fit_opcost(
     ``geometry`` (item id -> ``opsweep --geometry`` line, every timed item) fits the
     booster on the operators' geometry too (feature version 2), else version 1.
     """
+    from tools.estimators.cpu.step_law import fit_step, fit_updates
+
     steps = step_items(items, truth, extra, geometry)
-    updates = _fit_updates(items)
+    updates = fit_updates(items)
     present = [tuple(g) for g in groups if any(s.family in g for s in steps)]
     # 1. out-of-group operator sums: each group's steps from a booster that never saw it
     opsums: list[tuple[float, float]] = [(0.0, 0.0)] * len(steps)
@@ -658,7 +605,7 @@ def fit_opcost(
             if s.family in group:
                 opsums[i] = _opsum(booster, s.x, s.counts, s.threads, op_target)
 
-    def rows(selected: Sequence[int]) -> list[Row]:
+    def rows(selected: Sequence[int]) -> list[StepRow]:
         return [
             (
                 *opsums[i],
@@ -683,7 +630,7 @@ def fit_opcost(
             test = [i for i, s in enumerate(steps) if s.threads == t and s.family in group]
             if not train or not test:
                 continue
-            coef = _fit_step(rows(train), step_loss, step_constant)
+            coef = fit_step(rows(train), step_loss, step_constant)
             for i, row in zip(test, rows(test), strict=True):
                 held.append((i, _apply(coef, *row[:-1])))
     # 3. each probe family's steps from a booster and step coefficients fitted without
@@ -697,7 +644,7 @@ def fit_opcost(
             test = [i for i, s in enumerate(steps) if s.threads == t and s.family == family]
             if not train or not test:
                 continue
-            coef = _fit_step(rows(train), step_loss, step_constant)
+            coef = fit_step(rows(train), step_loss, step_constant)
             # recurrent loops' cost is a step-law term: without any training step that
             # has one, it is not fitted (r = 0), so such a fold is scored, not calibrated on
             if any(steps[i].rnn_ops for i in test) and not any(steps[i].rnn_ops for i in train):
@@ -760,7 +707,7 @@ def fit_opcost(
             [p for p, (i, _) in zip(pairs, held, strict=True) if steps[i].family in group]
         )
     step = {
-        f"t{t}": _fit_step(
+        f"t{t}": fit_step(
             rows([i for i, s in enumerate(steps) if s.threads == t]), step_loss, step_constant
         )
         for t in thread_counts

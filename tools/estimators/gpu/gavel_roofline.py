@@ -54,12 +54,20 @@ class GPUPoint:
 
 
 def _overhead_and_work(points: Sequence[GPUPoint]) -> tuple[float, float]:
-    """Non-negative least squares of step time on (1, batch): overhead s, s per sample."""
-    from scipy.optimize import nnls
+    """Non-negative least squares of step time on (1, batch): overhead s, s per sample.
 
+    Two unknowns: the unconstrained fit where both are >= 0, else the better of the two
+    one-term fits (each >= 0), which is then the constrained optimum."""
     batch = np.array([p.batch_size for p in points], dtype=np.float64)
     step = np.array([p.step_s for p in points])
-    coef, _ = nnls(np.column_stack([np.ones_like(batch), batch]), step)
+    design = np.column_stack([np.ones_like(batch), batch])
+    coef = np.linalg.lstsq(design, step, rcond=None)[0]
+    if np.any(coef < 0):
+        fits = [
+            np.array([max(float(step.mean()), 0.0), 0.0]),
+            np.array([0.0, max(float(batch @ step) / float(batch @ batch), 0.0)]),
+        ]
+        coef = min(fits, key=lambda c: float(np.sum((design @ c - step) ** 2)))
     return float(coef[0]), float(coef[1])
 
 
