@@ -247,3 +247,28 @@ def test_a_local_estimate_at_two_threads_finishes(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     (row,) = json.loads(done.stdout)["estimates"]
     assert row["system"] == "local" and row["iteration_time_s"]["p50"] > 0
+
+
+def test_a_step_that_fails_when_run_for_real_is_refused_naming_the_class(tmp_path: Path) -> None:
+    """The smoke step (a real training step in a child, run beside the estimates) finds
+    what tracing on fake tensors cannot: here a forward that fails on real data."""
+    model = tmp_path / "fails.py"
+    model.write_text(
+        "import torch\nfrom torch import nn\n"
+        "from torch._subclasses.fake_tensor import is_fake\n\n\n"
+        "class Fails(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(8, 2)\n\n"
+        "    def forward(self, x):\n"
+        "        if not is_fake(x):\n"
+        "            raise RuntimeError('the data loader is not mounted')\n"
+        "        return self.fc(x)\n\n\n"
+        "def example_batch(batch_size):\n"
+        "    return torch.randn(batch_size, 8), torch.randint(0, 2, (batch_size,))\n"
+    )
+    args = ["estimate", "--model-file", str(model), "--model-class", "Fails"]
+    result = CliRunner().invoke(app, [*args, "--batch-size", "4", "--json"])
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)
+    assert error["field"] == "--model-class" and "Fails" in error["error"]
+    assert "one training step fails" in error["error"] and "not mounted" in error["error"]
