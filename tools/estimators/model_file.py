@@ -1,7 +1,8 @@
 """A user's own model file as a training task the estimators can read.
 
 The file defines an ``nn.Module`` subclass (built with no arguments) and, optionally,
-``example_batch(batch_size) -> (inputs, targets)`` or ``(inputs, targets, loss_fn)``;
+``example_batch(batch_size) -> (inputs, targets)`` or ``(inputs, targets, loss_fn)`` (a
+function of the file, or a static method of the class);
 ``inputs`` is a tensor or a tuple of tensors passed positionally to ``forward``. Without
 ``example_batch``, ``input_shape`` (C, H, W or any per-sample shape) and
 ``num_classes`` describe a classifier: random inputs, random class targets,
@@ -53,7 +54,10 @@ class UserModel:
         return hashlib.sha1(self.path.read_bytes()).hexdigest()[:12]
 
     def batch(self, batch_size: int) -> tuple[tuple[Tensor, ...], Tensor, LossFn | None]:
-        maker = getattr(self.module, "example_batch", None)
+        # a function of the file, else a static or class method of the model's class
+        maker = getattr(self.module, "example_batch", None) or getattr(
+            self.model_class, "example_batch", None
+        )
         if maker is not None:
             try:
                 produced = maker(batch_size)
@@ -66,7 +70,8 @@ class UserModel:
             return _unpack(produced, self.path)
         if self.input_shape is None or self.num_classes is None:
             raise InvalidInputError(
-                "the file has no example_batch(batch_size); give --input-shape C,H,W and "
+                "the file has no example_batch(batch_size) (a function, or a static method "
+                "of the class); give --input-shape C,H,W and "
                 "--num-classes K to describe a classifier's input",
                 source=str(self.path),
                 field="--input-shape",

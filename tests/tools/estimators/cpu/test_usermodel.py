@@ -87,3 +87,22 @@ def test_a_model_with_data_dependent_control_flow_cannot_be_traced(tmp_path: Pat
 def test_a_missing_file_is_named() -> None:
     with pytest.raises(InvalidInputError, match="no such file"):
         load_user_model(Path("/nonexistent/model.py"), "Net")
+
+
+def test_example_batch_may_be_a_static_method_of_the_class(tmp_path: Path) -> None:
+    path = tmp_path / "audio.py"
+    path.write_text(
+        "import torch\nfrom torch import nn\n\n\n"
+        "class Audio(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.conv = nn.Conv1d(1, 4, 9, stride=4)\n"
+        "        self.head = nn.Linear(4, 3)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.head(self.conv(x).mean(-1))\n\n"
+        "    @staticmethod\n"
+        "    def example_batch(batch_size):\n"
+        "        return torch.randn(batch_size, 1, 400), torch.randint(0, 3, (batch_size,))\n"
+    )
+    user = load_user_model(path, "Audio")
+    (inputs,), targets, loss = user.batch(5)
+    assert inputs.shape == (5, 1, 400) and targets.shape == (5,) and loss is None
