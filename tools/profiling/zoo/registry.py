@@ -17,6 +17,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from tools.profiling.zoo.language import DecoderLM, RecurrentLM
 from tools.profiling.zoo.sequence import LSTMLanguageModel, TransformerLM, ViT
 from tools.profiling.zoo.tabular import DLRM, MLP
 from tools.profiling.zoo.vision import VGG, MobileNetV2, ResNet
@@ -112,6 +113,8 @@ def _clicks(params: Params, batch_size: int) -> tuple[tuple[Tensor, ...], Tensor
 
 
 _IMAGE_BATCHES = (4, 8, 16, 32, 64)
+# Word-level vocabularies, from a small corpus (2k) to GPT-2's BPE (50k).
+_VOCABS = (2000, 5000, 10000, 20000, 50000)
 
 FAMILIES: dict[str, Family] = {
     f.name: f
@@ -263,6 +266,58 @@ FAMILIES: dict[str, Family] = {
             },
             batch_sizes=(4, 8, 16, 32),
             named={"lstm": {"depth": 2, "width": 650, "seq_len": 35, "vocab": 33278}},
+        ),
+        Family(
+            name="rnn_lm",
+            kind="sequence",
+            build=lambda p: RecurrentLM(
+                p["vocab"], p["embed"], p["hidden"], p["depth"], tied=bool(p["tied"])
+            ),
+            batch=_tokens,
+            space={
+                "vocab": _VOCABS,
+                "embed": (64, 128, 256),
+                "hidden": (128, 256, 512),
+                "depth": (1, 2, 3),
+                "seq_len": (16, 32, 64),
+                "tied": (0, 1),
+            },
+            batch_sizes=(4, 8, 16, 32),
+            named={
+                "awd_lstm_small": {
+                    "vocab": 10000,
+                    "embed": 400,
+                    "hidden": 1150,
+                    "depth": 3,
+                    "seq_len": 70,
+                    "tied": 1,
+                }
+            },
+        ),
+        Family(
+            name="gpt",
+            kind="sequence",
+            build=lambda p: DecoderLM(
+                p["vocab"], p["width"], p["depth"], p["seq_len"], tied=bool(p["tied"])
+            ),
+            batch=_tokens,
+            space={
+                "vocab": _VOCABS,
+                "width": (64, 128, 192, 256),
+                "depth": (1, 2, 4, 6),
+                "seq_len": (32, 64, 128, 256),
+                "tied": (0, 1),
+            },
+            batch_sizes=(4, 8, 16, 32),
+            named={
+                "gpt2_small": {
+                    "vocab": 50257,
+                    "width": 768,
+                    "depth": 12,
+                    "seq_len": 1024,
+                    "tied": 1,
+                }
+            },
         ),
         Family(
             name="mlp",

@@ -124,3 +124,30 @@ def test_refitting_memory_on_other_data_than_the_bundle_saw_is_refused(
     bundle = copy.deepcopy(tiny_bundle)
     with pytest.raises(ValueError, match="not the data it was trained on"):
         refit_memory(bundle, small_examples[:-3], graph_store, xgb_rounds=5)
+
+
+def test_a_grown_dataset_is_refitted_only_when_asked_and_its_new_families_held_out(
+    tiny_bundle: EstimatorBundle, small_examples: list[Example], graph_store: GraphStore
+) -> None:
+    # as if the bundle had been trained before the "lstm" rows were appended
+    bundle = copy.deepcopy(tiny_bundle)
+    older = [e for e in small_examples if e.family != "lstm"]
+    bundle.meta.training_rows = len(split_validation(older, 0.2, 0)[0])
+    bundle.meta.validation_folds = [f for f in bundle.meta.validation_folds if "lstm" not in f]
+    kept_folds = list(bundle.meta.validation_folds)
+    with pytest.raises(ValueError, match="grown=True"):
+        refit_memory(copy.deepcopy(bundle), small_examples, graph_store, xgb_rounds=5)
+    figures = refit_memory(bundle, small_examples, graph_store, xgb_rounds=5, grown=True)
+    assert bundle.meta.validation_folds == [*kept_folds, ["lstm"]]
+    assert bundle.meta.training_rows == len(split_validation(older, 0.2, 0)[0])  # time's
+    last = len(bundle.meta.validation_folds) - 1
+    lstm = [e for e in small_examples if e.family == "lstm"]
+    assert figures[f"fold_{last}"] > 0
+    assert bundle.meta.validation["peak_memory_mb"]["hybrid"].rows == sum(
+        1 for e in small_examples for f in bundle.meta.validation_folds if e.family in f
+    )
+    assert len(lstm) <= bundle.meta.validation["peak_memory_mb"]["hybrid"].rows
+    # a dataset that lost rows is never "grown"
+    shrunk = copy.deepcopy(tiny_bundle)
+    with pytest.raises(ValueError, match="not the data it was trained on"):
+        refit_memory(shrunk, small_examples[:-3], graph_store, xgb_rounds=5, grown=True)
