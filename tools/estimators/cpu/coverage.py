@@ -103,7 +103,8 @@ def _shares(weights: np.ndarray, classes: np.ndarray) -> dict[str, float]:
     total = float(weights.sum())
     if total <= 0:
         return dict.fromkeys(CLASSES, 0.0)
-    return {c: float(weights[classes == c].sum()) / total for c in CLASSES}
+    # a part summed in another order can exceed the whole by a rounding: shares stay <= 1
+    return {c: min(1.0, float(weights[classes == c].sum()) / total) for c in CLASSES}
 
 
 def pricing_coverage(data: GraphData, domain: Mapping[str, Any] | None) -> Coverage | None:
