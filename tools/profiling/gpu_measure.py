@@ -181,7 +181,11 @@ def build_task(config: Config) -> TrainingTask:
     if config.source == "sweep":
         return FAMILIES[config.name].task(config.params, config.batch_size)
     model_class, module = _load_file(config.name, config.class_name)
-    produced = module.example_batch(config.batch_size)
+    # a function of the file, else a static method of the class (as model_file reads it)
+    maker = getattr(module, "example_batch", None) or getattr(model_class, "example_batch", None)
+    if maker is None:
+        raise ValueError(f"{config.name}: no example_batch(batch_size) in the file or the class")
+    produced = maker(config.batch_size)
     inputs, targets = produced[0], produced[1]
     criterion = produced[2] if len(produced) > 2 else None
     if isinstance(inputs, Tensor):
