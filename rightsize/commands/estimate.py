@@ -357,11 +357,11 @@ class _Smoke:
         from tools.estimators.cpu.answer import smoke_outcome, smoke_step
 
         request = self.request
-        for index, size in enumerate(request.batch_sizes):
-            if index == 0:
-                running, self.running = self.running, None
-                assert running is not None
+        running, self.running = self.running, None
+        for size in request.batch_sizes:
+            if running is not None:  # the first batch size's child, started in __init__
                 result = smoke_outcome(running)
+                running = None
             else:
                 result = smoke_step(self.user, size, request.optimizer)
             _refuse_failed_step(request, size, result)

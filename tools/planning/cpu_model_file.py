@@ -55,9 +55,9 @@ _ANALYTIC = "analytic-opgraph"
 def here() -> tuple[str, str, float]:
     """This machine's CPU model, vector ISA and memory (MB), as the CPU estimators'
     service reads them."""
-    from tools.estimators.cpu import answer as service
+    from tools.estimators.cpu import answer
 
-    found = service.hardware_descriptors(1)  # type: ignore[attr-defined]
+    found = answer.hardware_descriptors(1)  # type: ignore[attr-defined]  # the seam tests patch
     total = math.inf
     with open("/proc/meminfo") as info:
         for line in info:

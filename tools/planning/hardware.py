@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from knowledge_base.catalog import GPUSpec, NodeType
+from tools.estimators.gpu.specs import TENSOR_CORE_ARCHITECTURES, gpu_architecture
 
 __all__ = [
     "AMP_SPEEDUP",
@@ -120,8 +121,6 @@ def cpu_peak(node_type: NodeType) -> CpuPeak:
 
 def has_tensor_cores(gpu: GPUSpec) -> bool:
     """A tensor-core peak in the catalog, else an architecture with tensor cores."""
-    from tools.estimators.gpu.specs import TENSOR_CORE_ARCHITECTURES, gpu_architecture
-
     return (
         gpu.fp16_tensor_tflops is not None
         or gpu_architecture(gpu.model) in TENSOR_CORE_ARCHITECTURES

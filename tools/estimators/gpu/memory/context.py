@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tools.estimators.gpu.memory.allocator import AllocatorPeaks, MemoryEvent, replay
+from tools.estimators.gpu.specs import gpu_architecture as gpu_generation  # the one GPU table
 
 __all__ = [
     "CONTEXT_MB",
@@ -65,14 +66,6 @@ CONTEXT_MB: dict[str, float] = {
     "ada": 500.0,
     "hopper": 810.0,
 }
-
-
-def gpu_generation(model: str) -> str | None:
-    """The architecture of a catalog GPU model name (None when unknown), from the one GPU
-    table (``tools.estimators.gpu.specs.ARCHITECTURES``)."""
-    from tools.estimators.gpu.specs import gpu_architecture
-
-    return gpu_architecture(model)
 
 
 _MEASURED = {"hopper": "measured on an H100 (PyTorch 2.11, CUDA 13.0)"}
